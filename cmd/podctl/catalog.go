@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/catalog"
+	catalogrm "github.com/printpod/pod/projections/catalog"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+func catalogCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "catalog", Short: "Manage store catalogs"}
+	var (
+		account string
+		wait    time.Duration
+		quiet   bool
+	)
+	imp := &cobra.Command{
+		Use:   "import --account ID FILE",
+		Short: "Publish a catalog file (stores, products, variants) for an account",
+		Long: "Validates FILE, publishes it as catalog events and waits until the catalog\n" +
+			"projection has applied them (so the API serves the new catalog when it returns).\n" +
+			"Importing the same file again is harmless.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(account)
+			if err != nil {
+				return fmt.Errorf("--account: %q is not a UUID", account)
+			}
+			fh, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			f, err := catalog.Parse(fh)
+			if err != nil {
+				return fmt.Errorf("%s is not a valid catalog:\n%w", args[0], err)
+			}
+			e, err := openEnv(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.close()
+			cl, err := e.producer()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+
+			var bar *progressbar.ProgressBar
+			progress := func(done, total int) {
+				if quiet {
+					return
+				}
+				if bar == nil {
+					bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+						progressbar.OptionSetDescription("publishing"), progressbar.OptionShowCount(),
+						progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"))
+				}
+				_ = bar.Set(done)
+			}
+			res, err := catalog.Import(cmd.Context(), e.pool, cl, id, f, false, progress)
+			if bar != nil {
+				_ = bar.Finish()
+				fmt.Fprintln(cmd.ErrOrStderr())
+			}
+			if err != nil {
+				return err
+			}
+			if wait > 0 {
+				if !quiet {
+					fmt.Fprintln(cmd.ErrOrStderr(), "waiting for the catalog projection to apply the events...")
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+				defer cancel()
+				if err := catalogrm.WaitProjected(ctx, e.pool, res.Offsets); err != nil {
+					return fmt.Errorf("published %d events, but %w (is podsvc with the projector role running?)", res.Events, err)
+				}
+			}
+			products := 0
+			for _, s := range f.Stores {
+				products += len(s.Products)
+			}
+			return printJSON(cmd.OutOrStdout(), map[string]any{
+				"account_id": id, "stores": len(f.Stores), "products": products, "events": res.Events, "projected": wait > 0,
+			})
+		},
+	}
+	imp.Flags().StringVar(&account, "account", "", "account id that owns the stores")
+	imp.Flags().DurationVar(&wait, "wait", 2*time.Minute, "wait up to this long for the projection (0 = do not wait)")
+	imp.Flags().BoolVar(&quiet, "quiet", false, "no progress output")
+	_ = imp.MarkFlagRequired("account")
+	cmd.AddCommand(imp)
+	return cmd
+}

@@ -1,0 +1,73 @@
+// Command podctl is the operator CLI: accounts, tokens and catalog imports
+// (see README). It reads DATABASE_URL, KAFKA_BROKERS and POD_DATA_DIR like
+// podsvc; with no KAFKA_BROKERS it reaches the embedded broker of a podsvc
+// running on the same POD_DATA_DIR.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/kafka"
+	"github.com/printpod/pod/internal/pg"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "podctl",
+		Short:         "Operator commands for the print-on-demand order service",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(accountCmd(), tokenCmd(), catalogCmd())
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "podctl:", err)
+		os.Exit(1)
+	}
+}
+
+// env is what every subcommand connects to.
+type env struct {
+	cfg  config.Config
+	pool *pgxpool.Pool
+}
+
+func openEnv(ctx context.Context) (*env, error) {
+	cfg, err := config.FromEnv(nil)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	pool, err := pg.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	return &env{cfg: cfg, pool: pool}, nil
+}
+
+func (e *env) close() { e.pool.Close() }
+
+// producer connects to KAFKA_BROKERS or to the running embedded broker.
+func (e *env) producer() (*kgo.Client, error) {
+	brokers, err := kafka.ResolveBrokers(e.cfg.KafkaBrokers, e.cfg.KafkaAddrFile())
+	if err != nil {
+		return nil, err
+	}
+	return kafka.NewProducer(brokers, kgo.ClientID("podctl"))
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

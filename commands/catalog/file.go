@@ -1,0 +1,212 @@
+package catalog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
+	"github.com/shopspring/decimal"
+)
+
+// File is the JSON document `podctl catalog import` reads.
+type File struct {
+	Stores []StoreDoc `json:"stores"`
+}
+
+// StoreDoc is a store with its products. StoreID may be omitted.
+type StoreDoc struct {
+	StoreID    *uuid.UUID   `json:"store_id,omitempty"`
+	Name       string       `json:"name"`
+	ShopDomain string       `json:"shop_domain"`
+	Status     string       `json:"status"`
+	PlatformID string       `json:"platform_id,omitempty"`
+	Products   []ProductDoc `json:"products"`
+}
+
+// ProductDoc is a product with its variants. ProductID may be omitted.
+type ProductDoc struct {
+	ProductID  *uuid.UUID   `json:"product_id,omitempty"`
+	Title      string       `json:"title"`
+	Status     string       `json:"status"`
+	PlatformID string       `json:"platform_id,omitempty"`
+	ImageURL   string       `json:"image_url,omitempty"`
+	Variants   []VariantDoc `json:"variants"`
+}
+
+// VariantDoc is one variant. RequiresYarnType defaults to the category's yarn
+// types when omitted (null); an explicit [] means none.
+type VariantDoc struct {
+	VariantID        *uuid.UUID `json:"variant_id,omitempty"`
+	Title            string     `json:"title"`
+	SKU              string     `json:"sku"`
+	Price            string     `json:"price"`
+	Category         string     `json:"category"`
+	RequiresYarnType []string   `json:"requires_yarn_type"`
+	ImageURL         string     `json:"image_url,omitempty"`
+}
+
+var idNamespace = uuid.MustParse("0b6f7c1e-3f52-4c59-8a0e-5d2b9e4a7c31")
+
+// StoreID is the id a store without an explicit id gets.
+func StoreID(account uuid.UUID, shopDomain string) uuid.UUID {
+	return uuid.NewSHA1(idNamespace, []byte(account.String()+"/store/"+strings.ToLower(shopDomain)))
+}
+
+// Parse reads and validates a catalog file. Every problem is reported, each
+// with its JSON path.
+func Parse(r io.Reader) (File, error) {
+	var f File
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("catalog file: %w", err)
+	}
+	if err := f.Validate(); err != nil {
+		return File{}, err
+	}
+	return f, nil
+}
+
+// Validate reports every problem of f, joined.
+func (f File) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if len(f.Stores) == 0 {
+		bad("stores", "at least one store is required")
+	}
+	domains := map[string]bool{}
+	for i, s := range f.Stores {
+		sp := fmt.Sprintf("stores[%d]", i)
+		if strings.TrimSpace(s.Name) == "" {
+			bad(sp+".name", "required")
+		}
+		if strings.TrimSpace(s.ShopDomain) == "" {
+			bad(sp+".shop_domain", "required")
+		} else if domains[strings.ToLower(s.ShopDomain)] {
+			bad(sp+".shop_domain", "%q appears twice", s.ShopDomain)
+		}
+		domains[strings.ToLower(s.ShopDomain)] = true
+		if !slices.Contains(StoreStatuses, s.Status) {
+			bad(sp+".status", "%q is not one of %s", s.Status, strings.Join(StoreStatuses, ", "))
+		}
+		for j, p := range s.Products {
+			pp := fmt.Sprintf("%s.products[%d]", sp, j)
+			if strings.TrimSpace(p.Title) == "" {
+				bad(pp+".title", "required")
+			}
+			if !slices.Contains(ProductStatuses, p.Status) {
+				bad(pp+".status", "%q is not one of %s", p.Status, strings.Join(ProductStatuses, ", "))
+			}
+			if p.ImageURL != "" && !isHTTPURL(p.ImageURL) {
+				bad(pp+".image_url", "must be an http(s) URL")
+			}
+			if len(p.Variants) == 0 {
+				bad(pp+".variants", "at least one variant is required")
+			}
+			skus := map[string]bool{}
+			for k, v := range p.Variants {
+				vp := fmt.Sprintf("%s.variants[%d]", pp, k)
+				if strings.TrimSpace(v.SKU) == "" {
+					bad(vp+".sku", "required")
+				} else if skus[v.SKU] {
+					bad(vp+".sku", "%q appears twice in the product", v.SKU)
+				}
+				skus[v.SKU] = true
+				if strings.TrimSpace(v.Title) == "" {
+					bad(vp+".title", "required")
+				}
+				if d, err := decimal.NewFromString(v.Price); err != nil || d.IsNegative() || d.Exponent() < -2 {
+					bad(vp+".price", "%q is not a non-negative amount with at most 2 decimals", v.Price)
+				}
+				if !KnownCategory(v.Category) {
+					bad(vp+".category", "%q is not one of %s", v.Category, strings.Join(Categories, ", "))
+				} else {
+					for _, y := range v.RequiresYarnType {
+						if !slices.Contains(YarnTypes[v.Category], y) {
+							bad(vp+".requires_yarn_type", "%q is not a yarn type of %s", y, v.Category)
+						}
+					}
+				}
+				if v.ImageURL != "" && !isHTTPURL(v.ImageURL) {
+					bad(vp+".image_url", "must be an http(s) URL")
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Events turns the file into the events that state it, for account, in
+// publishing order: each store followed by its products.
+func (f File) Events(account uuid.UUID, now time.Time) ([]Keyed, error) {
+	var out []Keyed
+	for _, s := range f.Stores {
+		storeID := StoreID(account, s.ShopDomain)
+		if s.StoreID != nil {
+			storeID = *s.StoreID
+		}
+		ev, err := schemas.NewEvent(schemas.TypeStoreUpserted, now, schemas.StoreUpserted{
+			AccountID: account, StoreID: storeID, Name: s.Name, ShopDomain: s.ShopDomain,
+			Status: s.Status, PlatformID: s.PlatformID, UpdatedAt: now,
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Keyed{Key: storeID, Event: ev})
+		for _, p := range s.Products {
+			natural := p.PlatformID
+			if natural == "" {
+				natural = "title:" + p.Title
+			}
+			productID := uuid.NewSHA1(storeID, []byte("product/"+natural))
+			if p.ProductID != nil {
+				productID = *p.ProductID
+			}
+			vs := make([]schemas.CatalogVariant, 0, len(p.Variants))
+			for _, v := range p.Variants {
+				variantID := uuid.NewSHA1(productID, []byte("variant/"+v.SKU))
+				if v.VariantID != nil {
+					variantID = *v.VariantID
+				}
+				yarn := v.RequiresYarnType
+				if yarn == nil {
+					yarn = YarnTypes[v.Category]
+				}
+				price, _ := decimal.NewFromString(v.Price)
+				vs = append(vs, schemas.CatalogVariant{
+					VariantID: variantID, Title: v.Title, SKU: v.SKU, Price: price.StringFixed(2),
+					Category: v.Category, RequiresYarnType: slices.Clone(yarn), ImageURL: v.ImageURL,
+				})
+			}
+			ev, err := schemas.NewEvent(schemas.TypeProductUpserted, now, schemas.ProductUpserted{
+				AccountID: account, StoreID: storeID, ProductID: productID, Title: p.Title,
+				Status: p.Status, PlatformID: p.PlatformID, ImageURL: p.ImageURL, Variants: vs, UpdatedAt: now,
+			})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Keyed{Key: storeID, Event: ev})
+		}
+	}
+	return out, nil
+}
+
+// Keyed is an event with its record key.
+type Keyed struct {
+	Key   uuid.UUID
+	Event schemas.Event
+}
+
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}

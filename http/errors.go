@@ -1,0 +1,97 @@
+package http
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/schemas"
+)
+
+// Error is an API error: it becomes the response {error, message, details}.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Details map[string]any
+	// RetryAfter, when positive, is sent as the Retry-After header (seconds).
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+// Validation is a 400 VALIDATION_ERROR about one field (a JSON path or a
+// query/path parameter name).
+func Validation(field, message string) *Error {
+	e := &Error{Status: fiber.StatusBadRequest, Code: schemas.CodeValidation, Message: message}
+	if field != "" {
+		e.Details = map[string]any{"field": field}
+	}
+	return e
+}
+
+// NotFound is the 404 answered for a missing resource and for another
+// account's resource alike.
+func NotFound(what string) *Error {
+	return &Error{Status: fiber.StatusNotFound, Code: schemas.CodeNotFound, Message: what + " not found"}
+}
+
+// Unavailable is the 503 answered when a dependency is down.
+func Unavailable(what string) *Error {
+	return &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable,
+		Message: what + " is unavailable; try again shortly", RetryAfter: 2}
+}
+
+type errorBody struct {
+	Error   string         `json:"error"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// errorHandler turns any error a handler returns into the one error shape.
+func errorHandler(log *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		apiErr := toAPIError(err)
+		if apiErr.Status >= 500 {
+			log.Error("request failed", "request_id", requestID(c), "method", c.Method(),
+				"route", routeOf(c), "status", apiErr.Status, "err", err)
+		}
+		if apiErr.RetryAfter > 0 {
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(apiErr.RetryAfter))
+		}
+		if apiErr.Status == fiber.StatusUnauthorized {
+			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="pod"`)
+		}
+		return c.Status(apiErr.Status).JSON(errorBody{Error: apiErr.Code, Message: apiErr.Message, Details: apiErr.Details})
+	}
+}
+
+func toAPIError(err error) *Error {
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusNotFound:
+			return &Error{Status: fe.Code, Code: schemas.CodeNotFound, Message: "no such endpoint"}
+		case fiber.StatusMethodNotAllowed:
+			return &Error{Status: fe.Code, Code: schemas.CodeMethodNotAllowed, Message: "method not allowed on this endpoint"}
+		case fiber.StatusRequestEntityTooLarge:
+			return &Error{Status: fe.Code, Code: schemas.CodePayloadTooLarge, Message: "request body is larger than 1 MiB"}
+		case fiber.StatusBadRequest, fiber.StatusUnprocessableEntity:
+			return &Error{Status: fiber.StatusBadRequest, Code: schemas.CodeValidation, Message: fe.Message}
+		}
+		if fe.Code < 500 {
+			return &Error{Status: fe.Code, Code: schemas.CodeValidation, Message: fe.Message}
+		}
+	}
+	if pg.IsUnavailable(err) {
+		return Unavailable("the database")
+	}
+	return &Error{Status: fiber.StatusInternalServerError, Code: schemas.CodeInternal, Message: "internal error"}
+}

@@ -1,0 +1,99 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+	"github.com/gofiber/fiber/v2/middleware/requestid"
+	catalogrm "github.com/printpod/pod/projections/catalog"
+	configrm "github.com/printpod/pod/projections/config"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+)
+
+// BodyLimit is the largest request body accepted (413 above it).
+const BodyLimit = 1 << 20
+
+// Server holds what the handlers need.
+type Server struct {
+	Log       *slog.Logger
+	Auth      Authenticator
+	Redis     *redis.Client
+	RateLimit RateLimit
+	Catalog   catalogrm.Queries
+	Config    configrm.Queries
+	Checks    []Check
+	Metrics   *Metrics
+	Gatherer  prometheus.Gatherer
+}
+
+// App builds the Fiber app with every route.
+func (s *Server) App() *fiber.App {
+	onError := errorHandler(s.Log)
+	app := fiber.New(fiber.Config{
+		AppName:               "podsvc",
+		BodyLimit:             BodyLimit,
+		ErrorHandler:          onError,
+		DisableStartupMessage: true,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+		JSONEncoder:           marshalJSON,
+	})
+	app.Use(recover.New())
+	app.Use(requestid.New(requestid.Config{Header: "X-Request-Id"}))
+	if s.Metrics != nil {
+		app.Use(s.Metrics.middleware(onError))
+	}
+	app.Use(accessLog(s.Log))
+
+	app.Get("/healthz", healthz)
+	app.Get("/readyz", readyz(s.Checks))
+	if s.Gatherer != nil {
+		app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{})))
+	}
+
+	v1 := app.Group("/v1", requireToken(s.Auth), rateLimit(s.Redis, s.RateLimit, s.Log))
+	v1.Get("/stores", s.listStores)
+	v1.Get("/stores/:store_id/products", s.listProducts)
+	v1.Get("/stores/:store_id/products/:product_id", s.getProduct)
+	v1.Get("/config/shipping-rates", list(s.Config.ShippingRates))
+	v1.Get("/config/pricing-sides", list(s.Config.PricingSides))
+	v1.Get("/config/yarn-types", list(s.Config.YarnTypes))
+	v1.Get("/config/country-codes", list(s.Config.CountryCodes))
+	return app
+}
+
+// marshalJSON encodes without HTML escaping, so messages read as written.
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func requestID(c *fiber.Ctx) string {
+	id, _ := c.Locals("requestid").(string)
+	return id
+}
+
+// accessLog writes one debug line per request (never headers or bodies, so
+// tokens and secrets stay out of logs).
+func accessLog(log *slog.Logger) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		start := time.Now()
+		err := c.Next()
+		log.Debug("request", "request_id", requestID(c), "method", c.Method(), "route", routeOf(c),
+			"status", c.Response().StatusCode(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		return err
+	}
+}

@@ -1,0 +1,74 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if !c.Embedded() || c.HTTPAddr != "127.0.0.1:8080" || len(c.Roles) != 5 {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+	if c.WebhookRetryDelays[5] != 12*time.Hour {
+		t.Fatalf("last webhook delay = %s", c.WebhookRetryDelays[5])
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{
+		"KAFKA_BROKERS":            "a:9092, b:9092",
+		"POD_ROLES":                "api,projector",
+		"POD_WEBHOOK_RETRY_DELAYS": "1s,2s,3s,4s,5s,6s",
+		"POD_PUSH_RETRY_DELAYS":    "10ms,20ms,30ms",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Embedded() || len(c.KafkaBrokers) != 2 || c.KafkaBrokers[1] != "b:9092" {
+		t.Fatalf("brokers: %v", c.KafkaBrokers)
+	}
+	if !c.HasRole("api") || c.HasRole("delivery") {
+		t.Fatalf("roles: %v", c.Roles)
+	}
+	if c.WebhookRetryDelays[0] != time.Second || c.PushRetryDelays[2] != 30*time.Millisecond {
+		t.Fatalf("delays: %v %v", c.WebhookRetryDelays, c.PushRetryDelays)
+	}
+}
+
+func TestInvalidSettingsAreAllReported(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"bad env", map[string]string{"POD_ENV": "staging"}, []string{"POD_ENV"}},
+		{"bad role and number", map[string]string{"POD_ROLES": "api,cook", "POD_KAFKA_PARTITIONS": "x"}, []string{`unknown role "cook"`, "POD_KAFKA_PARTITIONS"}},
+		{"wrong delay count", map[string]string{"POD_WEBHOOK_RETRY_DELAYS": "1s,2s"}, []string{"6 needed"}},
+		{"bad duration", map[string]string{"POD_WEBHOOK_TIMEOUT": "ten"}, []string{"POD_WEBHOOK_TIMEOUT"}},
+		{"production forbids allow list", map[string]string{"POD_ENV": "production", "POD_WEBHOOK_ALLOW_TARGETS": "127.0.0.1:9000"}, []string{"not allowed in production", "POD_PLATFORM_URL"}},
+		{"bad allow target", map[string]string{"POD_WEBHOOK_ALLOW_TARGETS": "nohostport"}, []string{"not host:port"}},
+		{"bad addr", map[string]string{"POD_HTTP_ADDR": "8080"}, []string{"POD_HTTP_ADDR"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := FromEnv(env(tt.env))
+			if err == nil {
+				t.Fatal("expected an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,321 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sethvargo/go-retry"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Handler applies records inside tx. It sees only records not applied before.
+type Handler func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error
+
+// AfterCommit runs after a batch committed, with the records it applied.
+type AfterCommit func(ctx context.Context, recs []*kgo.Record)
+
+// Consumer describes one consumer: its name is both the Kafka group and the
+// key of its stored offsets, so it is chosen once.
+type Consumer struct {
+	Name        string
+	Topics      []string
+	Handle      Handler
+	AfterCommit AfterCommit // optional
+	MaxBatch    int         // records per batch; default 1000
+	// IdleCheck is how often an idle consumer looks for a rewind of its
+	// stored offsets (podctl replay); default 2s.
+	IdleCheck time.Duration
+	// ClientOpts are extra kgo options (metrics hooks).
+	ClientOpts []kgo.Opt
+}
+
+// Runner runs consumers against one Postgres pool and broker list.
+type Runner struct {
+	Pool    *pgxpool.Pool
+	Brokers []string
+	Log     *slog.Logger
+	Metrics *Metrics // optional
+}
+
+var errRejoin = errors.New("stored offsets moved back: rejoin")
+
+// Run consumes until ctx ends. It returns nil on a clean stop.
+func (r *Runner) Run(ctx context.Context, c Consumer) error {
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 1000
+	}
+	if c.IdleCheck <= 0 {
+		c.IdleCheck = 2 * time.Second
+	}
+	log := r.Log.With("consumer", c.Name)
+	gaps := map[tp]int64{} // gaps that already caused a rejoin
+	for {
+		err := r.session(ctx, c, log, gaps)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, errRejoin) {
+			log.Info("stored offsets rewound; rejoining")
+			continue
+		}
+		if err != nil {
+			log.Error("consumer session ended; restarting", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// session is one membership of the group, from join to leave.
+func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger, gaps map[tp]int64) error {
+	var mu sync.Mutex
+	next := map[tp]int64{} // next offset to apply, per owned partition, as last stored
+	forget := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+		mu.Lock()
+		defer mu.Unlock()
+		for t, ps := range lost {
+			for _, p := range ps {
+				delete(next, tp{t, p})
+			}
+		}
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(r.Brokers...),
+		kgo.ConsumerGroup(c.Name),
+		kgo.ConsumeTopics(c.Topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(time.Second),
+		kgo.OnPartitionsRevoked(forget),
+		kgo.OnPartitionsLost(forget),
+		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			stored, err := loadOffsets(ctx, r.Pool, c.Name)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for t, ps := range assigned {
+				for p := range ps {
+					off, ok := stored[tp{t, p}]
+					if !ok {
+						off = 0
+					}
+					ps[p] = kgo.NewOffset().At(off).WithEpoch(-1)
+					next[tp{t, p}] = off
+				}
+			}
+			return assigned, nil
+		}),
+	}
+	cl, err := kgo.NewClient(append(opts, c.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", c.Name, err)
+	}
+	defer cl.Close()
+
+	lastIdleCheck := time.Now()
+	for {
+		pollCtx, cancel := context.WithTimeout(ctx, c.IdleCheck)
+		fetches := cl.PollRecords(pollCtx, c.MaxBatch)
+		cancel()
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			cl.AllowRebalance()
+			return ctx.Err()
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 {
+			cl.AllowRebalance()
+			if time.Since(lastIdleCheck) >= c.IdleCheck {
+				lastIdleCheck = time.Now()
+				mu.Lock()
+				snapshot := make(map[tp]int64, len(next))
+				for k, v := range next {
+					snapshot[k] = v
+				}
+				mu.Unlock()
+				if rewound, err := storedBehind(ctx, r.Pool, c.Name, snapshot); err != nil {
+					log.Warn("idle offset check failed", "err", err)
+				} else if rewound {
+					return errRejoin
+				}
+			}
+			continue
+		}
+		applied, err := r.applyWithRetry(ctx, c, log, gaps, recs)
+		if err != nil {
+			cl.AllowRebalance()
+			return err
+		}
+		mu.Lock()
+		for _, rec := range recs {
+			next[tp{rec.Topic, rec.Partition}] = rec.Offset + 1
+		}
+		mu.Unlock()
+		cl.MarkCommitRecords(recs...)
+		cl.AllowRebalance()
+		if c.AfterCommit != nil && len(applied) > 0 {
+			c.AfterCommit(ctx, applied)
+		}
+	}
+}
+
+// applyWithRetry applies a batch, retrying with capped exponential backoff
+// while the handler or Postgres fails. It gives up only when ctx ends or the
+// stored offsets show the batch must be re-read (errRejoin).
+func (r *Runner) applyWithRetry(ctx context.Context, c Consumer, log *slog.Logger, gaps map[tp]int64, recs []*kgo.Record) ([]*kgo.Record, error) {
+	var applied []*kgo.Record
+	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
+	err := retry.Do(ctx, backoff, func(ctx context.Context) error {
+		start := time.Now()
+		var err error
+		applied, err = r.apply(ctx, c, gaps, recs)
+		if errors.Is(err, errRejoin) || ctx.Err() != nil {
+			return err
+		}
+		if err != nil {
+			r.Metrics.observeFailure(c.Name)
+			log.Warn("apply batch failed; retrying", "records", len(recs), "err", err)
+			return retry.RetryableError(err)
+		}
+		r.Metrics.observeBatch(c.Name, len(applied), time.Since(start))
+		return nil
+	})
+	return applied, err
+}
+
+// apply runs one transaction: lock the offset rows of the batch's partitions,
+// drop records already applied, run the handler, store the new offsets.
+func (r *Runner) apply(ctx context.Context, c Consumer, gaps map[tp]int64, recs []*kgo.Record) (applied []*kgo.Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler %s panicked: %v", c.Name, p)
+		}
+	}()
+	tx, err := r.Pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+
+	byTP := map[tp][]*kgo.Record{}
+	var order []tp
+	for _, rec := range recs {
+		k := tp{rec.Topic, rec.Partition}
+		if _, ok := byTP[k]; !ok {
+			order = append(order, k)
+		}
+		byTP[k] = append(byTP[k], rec)
+	}
+	for _, k := range order {
+		var stored int64
+		err := tx.QueryRow(ctx, `SELECT next_offset FROM consumer_offsets
+			WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
+			c.Name, k.topic, k.partition).Scan(&stored)
+		found := err == nil
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("lock offset %s/%d: %w", k.topic, k.partition, err)
+		}
+		part := byTP[k]
+		if found {
+			i := 0
+			for i < len(part) && part[i].Offset < stored {
+				i++
+			}
+			part = part[i:]
+			if len(part) > 0 && part[0].Offset > stored {
+				// The stored offset is behind what was fetched: a replay
+				// rewound it, so re-read from there. If a rejoin already
+				// failed to reach it (the log no longer starts that early),
+				// accept the gap.
+				if seen, ok := gaps[k]; !ok || seen != stored {
+					gaps[k] = stored
+					return nil, errRejoin
+				}
+				r.Log.Warn("records before the log start are gone; continuing", "consumer", c.Name,
+					"topic", k.topic, "partition", k.partition, "stored", stored, "first", part[0].Offset)
+			}
+		}
+		applied = append(applied, part...)
+		if len(part) == 0 {
+			continue
+		}
+		last := part[len(part)-1].Offset + 1
+		if _, err := tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset, updated_at)
+			VALUES ($1, $2, $3, $4, now())
+			ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()`,
+			c.Name, k.topic, k.partition, last); err != nil {
+			return nil, fmt.Errorf("store offset %s/%d: %w", k.topic, k.partition, err)
+		}
+	}
+	if len(applied) > 0 {
+		if err := c.Handle(ctx, tx, applied); err != nil {
+			return nil, fmt.Errorf("handle %s: %w", c.Name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return applied, nil
+}
+
+func loadOffsets(ctx context.Context, pool *pgxpool.Pool, consumer string) (map[tp]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT topic, partition, next_offset FROM consumer_offsets WHERE consumer = $1`, consumer)
+	if err != nil {
+		return nil, fmt.Errorf("load offsets of %s: %w", consumer, err)
+	}
+	out := map[tp]int64{}
+	var k tp
+	var off int64
+	_, err = pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &off}, func() error {
+		out[k] = off
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load offsets of %s: %w", consumer, err)
+	}
+	return out, nil
+}
+
+// storedBehind reports whether any owned partition's stored offset is now
+// lower than what this consumer applied (or was removed).
+func storedBehind(ctx context.Context, pool *pgxpool.Pool, consumer string, applied map[tp]int64) (bool, error) {
+	if len(applied) == 0 {
+		return false, nil
+	}
+	stored, err := loadOffsets(ctx, pool, consumer)
+	if err != nil {
+		return false, err
+	}
+	for k, off := range applied {
+		s, ok := stored[k]
+		if !ok {
+			s = 0
+		}
+		if s < off {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,281 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound means the store or product does not exist for the account.
+var ErrNotFound = errors.New("not found")
+
+// Store is the public shape of a store.
+type Store struct {
+	StoreID    uuid.UUID `json:"store_id"`
+	Name       string    `json:"name"`
+	ShopDomain string    `json:"shop_domain"`
+	Status     string    `json:"status"`
+}
+
+// Product is the public shape of a product with all its variants.
+type Product struct {
+	ProductID uuid.UUID `json:"product_id"`
+	Title     string    `json:"title"`
+	Status    string    `json:"status"`
+	Variants  []Variant `json:"variants"`
+}
+
+// Variant is the public shape of a variant. Price is a decimal string.
+type Variant struct {
+	VariantID        uuid.UUID `json:"variant_id"`
+	Title            string    `json:"title"`
+	SKU              string    `json:"sku"`
+	Price            string    `json:"price"`
+	Category         string    `json:"category"`
+	RequiresYarnType []string  `json:"requires_yarn_type"`
+}
+
+// StoreKey is the keyset position of a store in the list (name, id).
+type StoreKey struct {
+	Name string    `json:"n"`
+	ID   uuid.UUID `json:"i"`
+}
+
+// ProductKey is the keyset position of a product in a list (title, id).
+type ProductKey struct {
+	Title string    `json:"t"`
+	ID    uuid.UUID `json:"i"`
+}
+
+// Search types of the product list.
+const (
+	SearchName       = "name"
+	SearchProductID  = "product_id"
+	SearchPlatformID = "platform_id"
+	SearchSKU        = "sku"
+)
+
+// ProductQuery selects products of one store.
+type ProductQuery struct {
+	Q          string
+	SearchType string // one of the Search* constants; empty = name
+	Status     string // empty = any
+	After      *ProductKey
+	Limit      int
+}
+
+// Queries answers the catalog reads.
+type Queries struct{ Pool *pgxpool.Pool }
+
+// VisibleStoreStatuses are the statuses GET /v1/stores lists: every store the
+// account can order against (an INACTIVE store is hidden).
+var VisibleStoreStatuses = []string{"ACTIVE", "CREDENTIAL_ERROR"}
+
+// ListStores returns up to limit stores after the key, ordered by name then
+// id, and whether more follow.
+func (q Queries) ListStores(ctx context.Context, account uuid.UUID, after *StoreKey, limit int) ([]Store, bool, error) {
+	args := []any{account, VisibleStoreStatuses, limit + 1}
+	where := ""
+	if after != nil {
+		where = " AND (name, store_id) > ($4, $5)"
+		args = append(args, after.Name, after.ID)
+	}
+	rows, err := q.Pool.Query(ctx, `SELECT store_id, name, shop_domain, status FROM stores
+		WHERE account_id = $1 AND status = ANY($2)`+where+` ORDER BY name, store_id LIMIT $3`, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list stores: %w", err)
+	}
+	stores, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Store, error) {
+		var s Store
+		err := r.Scan(&s.StoreID, &s.Name, &s.ShopDomain, &s.Status)
+		return s, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list stores: %w", err)
+	}
+	more := len(stores) > limit
+	if more {
+		stores = stores[:limit]
+	}
+	return stores, more, nil
+}
+
+// StoreOwned reports ErrNotFound unless the store belongs to the account.
+func (q Queries) StoreOwned(ctx context.Context, account, store uuid.UUID) error {
+	var one int
+	err := q.Pool.QueryRow(ctx, `SELECT 1 FROM stores WHERE store_id = $1 AND account_id = $2`, store, account).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("find store: %w", err)
+	}
+	return nil
+}
+
+// SearchProducts lists products of a store of the account, with all their
+// variants, ordered by title then id. It returns ErrNotFound for a store the
+// account does not own. The caller validates the query (SKU length, enums).
+func (q Queries) SearchProducts(ctx context.Context, account, store uuid.UUID, pq ProductQuery) ([]Product, bool, error) {
+	if err := q.StoreOwned(ctx, account, store); err != nil {
+		return nil, false, err
+	}
+	var sb strings.Builder
+	args := []any{store}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	sb.WriteString(`SELECT p.product_id, p.title, p.status FROM products p WHERE p.store_id = $1`)
+	if pq.Status != "" {
+		sb.WriteString(" AND p.status = " + arg(pq.Status))
+	}
+	if pq.Q != "" {
+		switch pq.SearchType {
+		case SearchProductID:
+			id, err := uuid.Parse(pq.Q)
+			if err != nil {
+				return nil, false, nil // no product has a malformed id
+			}
+			sb.WriteString(" AND p.product_id = " + arg(id))
+		case SearchPlatformID:
+			sb.WriteString(" AND p.platform_id = " + arg(pq.Q))
+		case SearchSKU:
+			sb.WriteString(" AND p.product_id IN (SELECT v.product_id FROM variants v WHERE v.store_id = $1 AND v.sku ILIKE " +
+				arg(likePattern(pq.Q)) + ")")
+		default:
+			sb.WriteString(" AND p.title ILIKE " + arg(likePattern(pq.Q)))
+		}
+	}
+	if pq.After != nil {
+		sb.WriteString(" AND (p.title, p.product_id) > (" + arg(pq.After.Title) + ", " + arg(pq.After.ID) + ")")
+	}
+	sb.WriteString(" ORDER BY p.title, p.product_id LIMIT " + arg(pq.Limit+1))
+
+	rows, err := q.Pool.Query(ctx, sb.String(), args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("search products: %w", err)
+	}
+	products, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Product, error) {
+		var p Product
+		err := r.Scan(&p.ProductID, &p.Title, &p.Status)
+		return p, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("search products: %w", err)
+	}
+	more := len(products) > pq.Limit
+	if more {
+		products = products[:pq.Limit]
+	}
+	if err := q.attachVariants(ctx, products); err != nil {
+		return nil, false, err
+	}
+	return products, more, nil
+}
+
+// GetProduct returns one product of a store of the account with all its variants.
+func (q Queries) GetProduct(ctx context.Context, account, store, product uuid.UUID) (Product, error) {
+	var p Product
+	err := q.Pool.QueryRow(ctx, `SELECT product_id, title, status FROM products
+		WHERE product_id = $1 AND store_id = $2 AND account_id = $3`, product, store, account).
+		Scan(&p.ProductID, &p.Title, &p.Status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Product{}, ErrNotFound
+	}
+	if err != nil {
+		return Product{}, fmt.Errorf("get product: %w", err)
+	}
+	ps := []Product{p}
+	if err := q.attachVariants(ctx, ps); err != nil {
+		return Product{}, err
+	}
+	return ps[0], nil
+}
+
+func (q Queries) attachVariants(ctx context.Context, products []Product) error {
+	if len(products) == 0 {
+		return nil
+	}
+	ids := make([]string, len(products))
+	index := make(map[uuid.UUID]int, len(products))
+	for i := range products {
+		ids[i] = products[i].ProductID.String()
+		index[products[i].ProductID] = i
+		products[i].Variants = []Variant{}
+	}
+	rows, err := q.Pool.Query(ctx, `SELECT product_id, variant_id, title, sku, price::text, category, requires_yarn_type
+		FROM variants WHERE product_id = ANY($1::uuid[]) ORDER BY product_id, position`, ids)
+	if err != nil {
+		return fmt.Errorf("load variants: %w", err)
+	}
+	var (
+		pid uuid.UUID
+		v   Variant
+	)
+	_, err = pgx.ForEachRow(rows, []any{&pid, &v.VariantID, &v.Title, &v.SKU, &v.Price, &v.Category, &v.RequiresYarnType}, func() error {
+		if v.RequiresYarnType == nil {
+			v.RequiresYarnType = []string{}
+		}
+		i := index[pid]
+		products[i].Variants = append(products[i].Variants, v)
+		v = Variant{}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load variants: %w", err)
+	}
+	return nil
+}
+
+// likePattern turns user text into a case-insensitive "contains" pattern,
+// escaping the LIKE wildcards it may hold.
+func likePattern(q string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(q) + "%"
+}
+
+// CatalogWatermark returns, per partition, the next offset the catalog
+// projector will apply; callers wait on it for read-your-writes.
+func CatalogWatermark(ctx context.Context, pool *pgxpool.Pool) (map[int32]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT partition, next_offset FROM consumer_offsets WHERE consumer = $1`, ConsumerName)
+	if err != nil {
+		return nil, fmt.Errorf("read catalog watermark: %w", err)
+	}
+	out := map[int32]int64{}
+	var p int32
+	var off int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &off}, func() error { out[p] = off; return nil })
+	return out, err
+}
+
+// WaitProjected polls until the catalog projector applied every offset in
+// last (highest acknowledged offset per partition), or ctx ends.
+func WaitProjected(ctx context.Context, pool *pgxpool.Pool, last map[int32]int64) error {
+	for {
+		wm, err := CatalogWatermark(ctx, pool)
+		if err == nil {
+			done := true
+			for p, off := range last {
+				if wm[p] <= off {
+					done = false
+					break
+				}
+			}
+			if done {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for catalog projection: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package schemas
+
+// Topic names. Every topic is created on start with the configured partition
+// count (see internal/kafka.EnsureTopics).
+const (
+	// TopicCatalogEvents carries store and product facts, keyed by store_id.
+	TopicCatalogEvents = "pod.catalog.events"
+	// TopicOrderCommands carries order commands, keyed by order_id.
+	TopicOrderCommands = "pod.order.commands"
+	// TopicOrderEvents carries the public order facts, keyed by order_id.
+	TopicOrderEvents = "pod.order.events"
+	// TopicFulfillmentUpdates carries production and carrier updates, keyed by order_id.
+	TopicFulfillmentUpdates = "pod.fulfillment.updates"
+	// TopicWebhookCommands carries webhook management commands, keyed by client (account) id.
+	TopicWebhookCommands = "pod.webhook.commands"
+	// TopicWebhookEvents carries webhook facts, keyed by client (account) id.
+	TopicWebhookEvents = "pod.webhook.events"
+	// TopicWebhookDeliveries carries first delivery attempts, keyed by webhook id.
+	TopicWebhookDeliveries = "pod.webhook.deliveries"
+	// TopicWebhookDLQ carries deliveries that failed their last attempt.
+	TopicWebhookDLQ = "pod.webhook.deliveries.dlq"
+)
+
+// WebhookRetryTiers are the retry topics, one per wait before attempts 2..7.
+var WebhookRetryTiers = []string{
+	"pod.webhook.deliveries.retry.1m",
+	"pod.webhook.deliveries.retry.5m",
+	"pod.webhook.deliveries.retry.30m",
+	"pod.webhook.deliveries.retry.2h",
+	"pod.webhook.deliveries.retry.6h",
+	"pod.webhook.deliveries.retry.12h",
+}
+
+// AllTopics lists every topic the service uses.
+func AllTopics() []string {
+	ts := []string{
+		TopicCatalogEvents, TopicOrderCommands, TopicOrderEvents, TopicFulfillmentUpdates,
+		TopicWebhookCommands, TopicWebhookEvents, TopicWebhookDeliveries, TopicWebhookDLQ,
+	}
+	return append(ts, WebhookRetryTiers...)
+}
