@@ -51,8 +51,8 @@ type App struct {
 
 // Start builds every dependency and starts the configured roles. The
 // returned App runs until Stop.
-func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err error) {
-	a = &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry(), serveErr: make(chan error, 1)}
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err error) {
+	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry(), serveErr: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			a.closeDeps()

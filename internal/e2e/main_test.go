@@ -1,0 +1,80 @@
+// Package e2e tests podsvc end to end: the real binary's assembly in-process,
+// over HTTP, against the machine's Postgres and Redis and the embedded
+// Kafka-protocol broker.
+package e2e
+
+import (
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/printpod/pod/internal/app"
+	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/testenv"
+	catalogrm "github.com/printpod/pod/projections/catalog"
+)
+
+// demoEnv is a running podsvc with the demo catalog projected.
+type demoEnv struct {
+	app    *app.App
+	cfg    config.Config
+	client *testenv.Client
+	stores []catalogrm.Store
+}
+
+func (d demoEnv) store(t *testing.T, status string) catalogrm.Store {
+	t.Helper()
+	for _, s := range d.stores {
+		if s.Status == status {
+			return s
+		}
+	}
+	t.Fatalf("no demo store with status %s", status)
+	return catalogrm.Store{}
+}
+
+func startDemo(t *testing.T, adjust ...func(*config.Config)) demoEnv {
+	t.Helper()
+	cfg := testenv.Config(t)
+	for _, f := range adjust {
+		f(&cfg)
+	}
+	a := testenv.Start(t, cfg)
+	c := testenv.NewClient(t, "http://"+a.Addr(), cfg.DemoToken)
+	d := demoEnv{app: a, cfg: cfg, client: c}
+	waitDemoCatalog(t, &d)
+	return d
+}
+
+// waitDemoCatalog waits until both demo stores and all their products are served.
+func waitDemoCatalog(t *testing.T, d *demoEnv) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var page struct{ Data []catalogrm.Store }
+		r := d.client.Get("/v1/stores")
+		if r.Status != 200 {
+			return testenv.Errorf("stores: %d %s", r.Status, r.Body)
+		}
+		r.JSON(t, &page)
+		if len(page.Data) != 2 {
+			return testenv.Errorf("%d demo stores so far", len(page.Data))
+		}
+		for _, s := range page.Data {
+			var pp struct{ Data []catalogrm.Product }
+			d.client.Get("/v1/stores/" + s.StoreID.String() + "/products?limit=100").JSON(t, &pp)
+			if len(pp.Data) == 0 {
+				return testenv.Errorf("store %s has no products yet", s.Name)
+			}
+		}
+		d.stores = page.Data
+		return nil
+	})
+}
+
+func q(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v.Set(kv[i], kv[i+1])
+	}
+	return "?" + v.Encode()
+}
