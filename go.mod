@@ -18,6 +18,7 @@ require (
 	github.com/twmb/franz-go/pkg/kadm v1.18.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/plugin/kprom v1.5.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -30,13 +30,13 @@ import (
 
 // App is a running podsvc.
 type App struct {
-	Config   config.Config
-	Log      *slog.Logger
-	Pool     *pgxpool.Pool
-	Redis    *redis.Client
-	Producer *kgo.Client
-	Brokers  []string
-	Registry *prometheus.Registry
+	Config      config.Config
+	Log         *slog.Logger
+	Pool        *pgxpool.Pool
+	Redis       *redis.Client
+	Producer    *kgo.Client
+	Brokers     []string
+	Registry    *prometheus.Registry
 	DemoAccount uuid.UUID
 
 	embedded *kafka.Embedded

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/printpod/pod/internal/accounts"
+	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 )
 
@@ -153,7 +154,7 @@ func TestRateLimit(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.DemoToken = ""
 	cfg.Roles = []string{"api"}
-	limited := testenv.Start(t, cfg)
+	limited := podtest.Start(t, cfg)
 	c := testenv.NewClient(t, "http://"+limited.Addr(), d.cfg.DemoToken)
 
 	var last testenv.Response

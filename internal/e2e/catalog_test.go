@@ -281,7 +281,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	otherStore := own.Data[0].StoreID
 	var otherProducts productPage
-	oc.Get("/v1/stores/" + otherStore.String() + "/products").JSON(t, &otherProducts)
+	oc.Get("/v1/stores/"+otherStore.String()+"/products").JSON(t, &otherProducts)
 	if len(otherProducts.Data) != 1 {
 		t.Fatalf("other products: %+v", otherProducts)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/printpod/pod/internal/app"
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 )
@@ -35,11 +36,11 @@ func (d demoEnv) store(t *testing.T, status string) catalogrm.Store {
 
 func startDemo(t *testing.T, adjust ...func(*config.Config)) demoEnv {
 	t.Helper()
-	cfg := testenv.Config(t)
+	cfg := podtest.Config(t)
 	for _, f := range adjust {
 		f(&cfg)
 	}
-	a := testenv.Start(t, cfg)
+	a := podtest.Start(t, cfg)
 	c := testenv.NewClient(t, "http://"+a.Addr(), cfg.DemoToken)
 	d := demoEnv{app: a, cfg: cfg, client: c}
 	waitDemoCatalog(t, &d)
@@ -61,7 +62,7 @@ func waitDemoCatalog(t *testing.T, d *demoEnv) {
 		}
 		for _, s := range page.Data {
 			var pp struct{ Data []catalogrm.Product }
-			d.client.Get("/v1/stores/" + s.StoreID.String() + "/products?limit=100").JSON(t, &pp)
+			d.client.Get("/v1/stores/"+s.StoreID.String()+"/products?limit=100").JSON(t, &pp)
 			if len(pp.Data) == 0 {
 				return testenv.Errorf("store %s has no products yet", s.Name)
 			}

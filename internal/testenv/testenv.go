@@ -1,7 +1,6 @@
-// Package testenv starts real parts for tests: a fresh Postgres database per
-// test, a Redis key prefix per test, and podsvc in-process with its embedded
-// Kafka-protocol broker in a temporary data directory. It also has the HTTP
-// client helpers and the poll-until helper tests use instead of sleeps.
+// Package testenv gives tests real parts: a fresh Postgres database per test,
+// the machine's Redis, an HTTP client for the API and the poll-until helper
+// tests use instead of sleeps. internal/podtest starts podsvc itself.
 //
 // Postgres and Redis are the machine's (see deploy/local/services.sh);
 // TEST_PG_ADMIN_URL and TEST_REDIS_URL override where they are.
@@ -12,16 +11,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
-	"os"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/printpod/pod/internal/app"
-	"github.com/printpod/pod/internal/config"
-	"github.com/printpod/pod/internal/logging"
 )
 
 // AdminURL is the Postgres URL used to create and drop test databases.
@@ -40,7 +35,8 @@ func RedisURL() string {
 	return "redis://127.0.0.1:6379/0"
 }
 
-func randomSuffix() string {
+// RandomSuffix is 12 random hex characters for unique names.
+func RandomSuffix() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -58,7 +54,7 @@ func NewDatabase(t testing.TB) string {
 		t.Fatalf("Postgres is required for this test (run `make test`, which starts it): %v", err)
 	}
 	defer conn.Close(ctx)
-	name := "pod_test_" + randomSuffix()
+	name := "pod_test_" + RandomSuffix()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
@@ -81,49 +77,6 @@ func NewDatabase(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
-}
-
-// Config is a development configuration on a fresh database, a free HTTP
-// port, the embedded broker in a temporary directory and a unique Redis
-// prefix. Tests adjust it before Start.
-func Config(t testing.TB) config.Config {
-	t.Helper()
-	cfg := config.Defaults()
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.DatabaseURL = NewDatabase(t)
-	cfg.RedisURL = RedisURL()
-	cfg.RedisPrefix = "podtest:" + randomSuffix() + ":"
-	cfg.DataDir = t.TempDir()
-	cfg.KafkaPartitions = 3
-	cfg.ShutdownTimeout = 10 * time.Second
-	cfg.LogLevel = "warn"
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("test config: %v", err)
-	}
-	return cfg
-}
-
-// Logger writes JSON logs at level to the test log when -v is set, and
-// discards them otherwise.
-func Logger(t testing.TB, level string) *slog.Logger {
-	if testing.Verbose() {
-		return logging.New(os.Stderr, level)
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// Start runs podsvc in-process and stops it when the test ends (Stop may be
-// called earlier; it is idempotent).
-func Start(t testing.TB, cfg config.Config) *app.App {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	a, err := app.Start(ctx, cfg, Logger(t, cfg.LogLevel))
-	if err != nil {
-		t.Fatalf("start podsvc: %v", err)
-	}
-	t.Cleanup(a.Stop)
-	return a
 }
 
 // Eventually polls cond every 20ms until it returns nil or timeout passes,

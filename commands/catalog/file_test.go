@@ -1,0 +1,107 @@
+package catalog
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
+)
+
+func validFile() File {
+	return File{Stores: []StoreDoc{{
+		Name: "S", ShopDomain: "s.myshopify.com", Status: "ACTIVE",
+		Products: []ProductDoc{{
+			Title: "Hoodie", Status: "ACTIVE", PlatformID: "p1",
+			Variants: []VariantDoc{{Title: "M", SKU: "H-M", Price: "30", Category: "hoodie"}},
+		}},
+	}}}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(f *File)
+		want   string // "" = valid
+	}{
+		{"valid", func(*File) {}, ""},
+		{"no stores", func(f *File) { f.Stores = nil }, "stores: at least one store"},
+		{"store name", func(f *File) { f.Stores[0].Name = " " }, "stores[0].name: required"},
+		{"store status", func(f *File) { f.Stores[0].Status = "OPEN" }, "stores[0].status"},
+		{"duplicate domain", func(f *File) { f.Stores = append(f.Stores, f.Stores[0]) }, "stores[1].shop_domain"},
+		{"product status", func(f *File) { f.Stores[0].Products[0].Status = "LIVE" }, "products[0].status"},
+		{"no variants", func(f *File) { f.Stores[0].Products[0].Variants = nil }, "products[0].variants: at least one"},
+		{"bad price", func(f *File) { f.Stores[0].Products[0].Variants[0].Price = "12,50" }, "variants[0].price"},
+		{"negative price", func(f *File) { f.Stores[0].Products[0].Variants[0].Price = "-1" }, "variants[0].price"},
+		{"three decimals", func(f *File) { f.Stores[0].Products[0].Variants[0].Price = "1.005" }, "variants[0].price"},
+		{"unknown category", func(f *File) { f.Stores[0].Products[0].Variants[0].Category = "sock" }, "variants[0].category"},
+		{"yarn of another category", func(f *File) { f.Stores[0].Products[0].Variants[0].RequiresYarnType = []string{"plat_emb"} }, "requires_yarn_type"},
+		{"duplicate sku", func(f *File) {
+			p := &f.Stores[0].Products[0]
+			p.Variants = append(p.Variants, p.Variants[0])
+		}, "variants[1].sku"},
+		{"image url scheme", func(f *File) { f.Stores[0].Products[0].ImageURL = "ftp://x/y.png" }, "products[0].image_url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := validFile()
+			tt.change(&f)
+			err := f.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRejectsUnknownFields(t *testing.T) {
+	_, err := Parse(strings.NewReader(`{"stores":[],"shops":[]}`))
+	if err == nil || !strings.Contains(err.Error(), "shops") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestEventsAreDeterministicAndComplete(t *testing.T) {
+	account := uuid.New()
+	f := validFile()
+	f.Stores[0].Products = append(f.Stores[0].Products, ProductDoc{
+		Title: "Tote", Status: "DRAFT",
+		Variants: []VariantDoc{{Title: "One", SKU: "T-1", Price: "9.5", Category: "tote", RequiresYarnType: []string{}}},
+	})
+	now := time.Now()
+	a, err := f.Events(account, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := f.Events(account, now)
+	if len(a) != 3 || a[0].Event.Type != schemas.TypeStoreUpserted || a[1].Event.Type != schemas.TypeProductUpserted {
+		t.Fatalf("events: %+v", a)
+	}
+	var p1, p1again, p2 schemas.ProductUpserted
+	_ = a[1].Event.Decode(&p1)
+	_ = b[1].Event.Decode(&p1again)
+	_ = a[2].Event.Decode(&p2)
+	if p1.ProductID != p1again.ProductID || p1.Variants[0].VariantID != p1again.Variants[0].VariantID {
+		t.Fatal("ids differ between two imports of the same file")
+	}
+	if a[1].Key != StoreID(account, "S.MYSHOPIFY.COM") || a[2].Key != a[0].Key {
+		t.Fatal("products are not keyed by their store")
+	}
+	if !slices.Equal(p1.Variants[0].RequiresYarnType, YarnTypes["hoodie"]) {
+		t.Fatalf("omitted yarn types default to the category's: %v", p1.Variants[0].RequiresYarnType)
+	}
+	if len(p2.Variants[0].RequiresYarnType) != 0 || p2.Variants[0].Price != "9.50" {
+		t.Fatalf("tote variant: %+v", p2.Variants[0])
+	}
+	if other, _ := f.Events(uuid.New(), now); other[0].Key == a[0].Key {
+		t.Fatal("two accounts importing one file share a store id")
+	}
+}

@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/printpod/pod/internal/testenv"
+	catalogrm "github.com/printpod/pod/projections/catalog"
+)
+
+// buildPodctl compiles cmd/podctl once per test binary run.
+func buildPodctl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "podctl")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/printpod/pod/cmd/podctl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build podctl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type podctlRun struct {
+	stdout, stderr string
+	err            error
+}
+
+func runPodctl(t *testing.T, bin string, env []string, args ...string) podctlRun {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return podctlRun{out.String(), errb.String(), err}
+}
+
+// TestPodctlAgainstRunningService drives podctl as an operator would, against
+// a podsvc that runs the embedded broker on the same POD_DATA_DIR.
+func TestPodctlAgainstRunningService(t *testing.T) {
+	bin := buildPodctl(t)
+	d := startDemo(t)
+	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+
+	r := runPodctl(t, bin, env, "account", "create", "--name", "acme")
+	if r.err != nil {
+		t.Fatalf("account create: %v\n%s", r.err, r.stderr)
+	}
+	var acct struct {
+		AccountID string `json:"account_id"`
+		Token     string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &acct); err != nil || acct.AccountID == "" || !strings.HasPrefix(acct.Token, "pod_") {
+		t.Fatalf("account create printed %q", r.stdout)
+	}
+	if r := runPodctl(t, bin, env, "account", "create", "--name", "acme"); r.err == nil || !strings.Contains(r.stderr, "already taken") {
+		t.Fatalf("duplicate account name: %v %s", r.err, r.stderr)
+	}
+
+	file := filepath.Join(t.TempDir(), "catalog.json")
+	if err := os.WriteFile(file, []byte(`{"stores":[{"name":"Acme Prints","shop_domain":"acme.myshopify.com","status":"ACTIVE","products":[
+		{"title":"Acme Hoodie","status":"ACTIVE","platform_id":"acme-1","variants":[
+			{"title":"M","sku":"AC-HD-M","price":"31.00","category":"hoodie"},
+			{"title":"L","sku":"AC-HD-L","price":"31.00","category":"hoodie"}]},
+		{"title":"Acme Tote","status":"ACTIVE","variants":[{"title":"One","sku":"AC-TT","price":"9.5","category":"tote","requires_yarn_type":[]}]}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runPodctl(t, bin, env, "catalog", "import", "--account", acct.AccountID, file)
+	if r.err != nil {
+		t.Fatalf("catalog import: %v\n%s", r.err, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "publishing") || !strings.Contains(r.stdout, `"projected": true`) {
+		t.Fatalf("catalog import output:\nstdout %s\nstderr %s", r.stdout, r.stderr)
+	}
+	// import returns once the projection applied it: no polling needed.
+	c := testenv.NewClient(t, "http://"+d.app.Addr(), acct.Token)
+	var stores struct{ Data []catalogrm.Store }
+	c.Get("/v1/stores").JSON(t, &stores)
+	if len(stores.Data) != 1 || stores.Data[0].Name != "Acme Prints" {
+		t.Fatalf("stores after import: %+v", stores.Data)
+	}
+	var products productPage
+	c.Get("/v1/stores/"+stores.Data[0].StoreID.String()+"/products").JSON(t, &products)
+	if len(products.Data) != 2 || products.Data[1].Variants[0].Price != "9.50" {
+		t.Fatalf("products after import: %+v", products.Data)
+	}
+
+	r = runPodctl(t, bin, env, "token", "issue", "--account", acct.AccountID)
+	var issued struct{ Token string }
+	if r.err != nil || json.Unmarshal([]byte(r.stdout), &issued) != nil || issued.Token == "" {
+		t.Fatalf("token issue: %v %s %s", r.err, r.stdout, r.stderr)
+	}
+	if got := testenv.NewClient(t, "http://"+d.app.Addr(), issued.Token).Get("/v1/stores"); got.Status != 200 {
+		t.Fatalf("issued token: %d", got.Status)
+	}
+	if r := runPodctl(t, bin, env, "token", "revoke", "--token", issued.Token); r.err != nil {
+		t.Fatalf("token revoke: %v %s", r.err, r.stderr)
+	}
+	if got := testenv.NewClient(t, "http://"+d.app.Addr(), issued.Token).Get("/v1/stores"); got.Status != 401 {
+		t.Fatalf("revoked token: %d", got.Status)
+	}
+	if r := runPodctl(t, bin, env, "token", "revoke", "--token", issued.Token); r.err == nil {
+		t.Fatal("revoking twice succeeded")
+	}
+
+	t.Run("bad inputs are explained", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "bad.json")
+		_ = os.WriteFile(bad, []byte(`{"stores":[{"name":"","shop_domain":"x","status":"OPEN","products":[{"title":"T","status":"ACTIVE","variants":[{"title":"v","sku":"S","price":"abc","category":"sock"}]}]}]}`), 0o644)
+		r := runPodctl(t, bin, env, "catalog", "import", "--account", acct.AccountID, bad)
+		for _, want := range []string{"stores[0].name", "stores[0].status", "stores[0].products[0].variants[0].price", "stores[0].products[0].variants[0].category"} {
+			if r.err == nil || !strings.Contains(r.stderr, want) {
+				t.Errorf("invalid catalog: error does not name %s:\n%s", want, r.stderr)
+			}
+		}
+		r = runPodctl(t, bin, env, "token", "issue", "--account", "nope")
+		if r.err == nil || !strings.Contains(r.stderr, "not a UUID") {
+			t.Errorf("bad account id: %s", r.stderr)
+		}
+		other := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + t.TempDir(), "KAFKA_BROKERS="}
+		r = runPodctl(t, bin, other, "catalog", "import", "--account", acct.AccountID, file)
+		if r.err == nil || !strings.Contains(r.stderr, "KAFKA_BROKERS") {
+			t.Errorf("no broker: %s", r.stderr)
+		}
+	})
+}

@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/printpod/pod/internal/accounts"
+	"github.com/printpod/pod/internal/podtest"
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// catalogLogSize is the number of records in the catalog topic.
+func catalogLogSize(t *testing.T, brokers []string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, schemas.TopicCatalogEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
+// TestRestartKeepsEverything stops podsvc and starts it again on the same
+// POD_DATA_DIR and database: the embedded broker's log, accounts, tokens and
+// the catalog are all still there, and the demo catalog is not published again.
+func TestRestartKeepsEverything(t *testing.T) {
+	d := startDemo(t)
+	ctx := context.Background()
+	_, token, err := accounts.Store{Pool: d.app.Pool}.Create(ctx, "before-restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBefore := catalogLogSize(t, d.app.Brokers)
+	if logBefore == 0 {
+		t.Fatal("the demo catalog was not published to the log")
+	}
+	var before productPage
+	active := d.store(t, "ACTIVE")
+	before = d.products(t, active.StoreID, q("limit", "100"))
+
+	d.app.Stop()
+	if r, err := d.client.HTTP.Get("http://" + d.app.Addr() + "/healthz"); err == nil {
+		r.Body.Close()
+		t.Fatal("the API still answers after Stop")
+	}
+
+	again := podtest.Start(t, d.cfg)
+	c := testenv.NewClient(t, "http://"+again.Addr(), d.cfg.DemoToken)
+	d2 := demoEnv{app: again, cfg: d.cfg, client: c}
+	waitDemoCatalog(t, &d2)
+	after := d2.products(t, active.StoreID, q("limit", "100"))
+	if len(after.Data) != len(before.Data) {
+		t.Fatalf("%d products after restart, %d before", len(after.Data), len(before.Data))
+	}
+	for i := range before.Data {
+		if before.Data[i].ProductID != after.Data[i].ProductID || len(before.Data[i].Variants) != len(after.Data[i].Variants) {
+			t.Fatalf("product %d differs after restart", i)
+		}
+	}
+	if got := catalogLogSize(t, again.Brokers); got != logBefore {
+		t.Fatalf("catalog log has %d records after restart, %d before (lost, or the demo catalog was republished)", got, logBefore)
+	}
+	if r := testenv.NewClient(t, "http://"+again.Addr(), token).Get("/v1/stores"); r.Status != 200 {
+		t.Fatalf("token made before the restart: %d", r.Status)
+	}
+
+	// The projector resumes from its stored offsets: an import after the
+	// restart is applied, and nothing from before is applied twice.
+	var applied int64
+	if err := again.Pool.QueryRow(ctx, `SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets WHERE consumer = 'projections.catalog'`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != logBefore {
+		t.Fatalf("projector stored offsets sum %d, log has %d records", applied, logBefore)
+	}
+}
+
+func TestHealthReadinessMetrics(t *testing.T) {
+	d := startDemo(t)
+	c := testenv.NewClient(t, "http://"+d.app.Addr(), "")
+	if r := c.Get("/healthz"); r.Status != 200 {
+		t.Fatalf("healthz: %d", r.Status)
+	}
+	r := c.Get("/readyz")
+	var ready struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+	r.JSON(t, &ready)
+	if r.Status != 200 || ready.Status != "ready" || ready.Checks["postgres"] != "ok" || ready.Checks["redis"] != "ok" || ready.Checks["kafka"] != "ok" {
+		t.Fatalf("readyz: %d %s", r.Status, r.Body)
+	}
+	d.client.Get("/v1/stores")
+	m := c.Get("/metrics")
+	for _, want := range []string{
+		`pod_http_requests_total{method="GET",route="/v1/stores",status="200"}`,
+		`pod_consumer_records_total{consumer="projections.catalog"}`,
+		`pod_kafka_`,
+	} {
+		if !contains(m.Body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	// With Redis unreachable the service is not ready, but still serves reads.
+	cfg := d.cfg
+	cfg.RedisURL = "redis://127.0.0.1:1/0"
+	cfg.DataDir = t.TempDir()
+	cfg.Roles = []string{"api"}
+	cfg.DemoToken = ""
+	noRedis := podtest.Start(t, cfg)
+	c2 := testenv.NewClient(t, "http://"+noRedis.Addr(), d.cfg.DemoToken)
+	if r := c2.Get("/readyz"); r.Status != 503 || !contains(r.Body, `"redis"`) {
+		t.Fatalf("readyz without Redis: %d %s", r.Status, r.Body)
+	}
+	if r := c2.Get("/v1/stores"); r.Status != 200 {
+		t.Fatalf("reads without Redis (rate limit degrades): %d %s", r.Status, r.Body)
+	}
+}
+
+func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }

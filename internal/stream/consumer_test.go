@@ -1,0 +1,241 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/kafka"
+	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+)
+
+const topic = "test.stream"
+
+// TestMain checks that no goroutine outlives the tests: every consumer, client
+// and broker stops when told to.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	pool    *pgxpool.Pool
+	brokers []string
+	prod    *kgo.Client
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	brokers := cluster.ListenAddrs()
+	ctx := context.Background()
+	url := testenv.NewDatabase(t)
+	pool, err := pg.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `CREATE TABLE applied (value text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kafka.NewProducer(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	if err := kafka.EnsureTopics(ctx, prod, 3, topic); err != nil {
+		t.Fatal(err)
+	}
+	return fixture{pool: pool, brokers: brokers, prod: prod}
+}
+
+func (f fixture) produce(t *testing.T, from, to int) {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprintf("v%05d", i))})
+	}
+	if err := f.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// insertHandler inserts each value; a duplicate would violate the primary
+// key, fail the batch forever and so never reach the expected count.
+func insertHandler(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	for _, r := range recs {
+		if _, err := tx.Exec(ctx, `INSERT INTO applied (value) VALUES ($1)`, string(r.Value)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f fixture) count(t *testing.T) int {
+	var n int
+	if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM applied`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (f fixture) waitCount(t *testing.T, want int) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := f.count(t); n != want {
+			return fmt.Errorf("%d applied, want %d", n, want)
+		}
+		return nil
+	})
+}
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r running) stop() { r.cancel(); <-r.done }
+
+func (f fixture) start(c Consumer) running {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
+	c.IdleCheck = 200 * time.Millisecond
+	go func() { defer close(done); _ = runner.Run(ctx, c) }()
+	return running{cancel, done}
+}
+
+func TestAppliesEveryRecordOnceAcrossRestarts(t *testing.T) {
+	f := setup(t)
+	c := Consumer{Name: "test.once", Topics: []string{topic}, Handle: insertHandler, MaxBatch: 37}
+	f.produce(t, 0, 300)
+	r := f.start(c)
+	f.waitCount(t, 300)
+	r.stop()
+
+	f.produce(t, 300, 500)
+	r = f.start(c)
+	f.waitCount(t, 500)
+	r.stop()
+
+	var sum int64
+	if err := f.pool.QueryRow(context.Background(), `SELECT sum(next_offset) FROM consumer_offsets WHERE consumer = 'test.once'`).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum != 500 {
+		t.Fatalf("stored offsets sum to %d, want 500", sum)
+	}
+}
+
+func TestTwoInstancesShareWithoutDuplicates(t *testing.T) {
+	f := setup(t)
+	c := Consumer{Name: "test.shared", Topics: []string{topic}, Handle: insertHandler, MaxBatch: 10}
+	a := f.start(c)
+	b := f.start(c)
+	f.produce(t, 0, 400)
+	f.waitCount(t, 400)
+	a.stop() // b takes over a's partitions from the stored offsets
+	f.produce(t, 400, 600)
+	f.waitCount(t, 600)
+	b.stop()
+}
+
+func TestFailingHandlerIsRetriedNotSkipped(t *testing.T) {
+	f := setup(t)
+	var failures atomic.Int32
+	c := Consumer{Name: "test.retry", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+		if failures.Add(1) <= 3 {
+			return errors.New("transient")
+		}
+		return insertHandler(ctx, tx, recs)
+	}}
+	f.produce(t, 0, 50)
+	r := f.start(c)
+	defer r.stop()
+	f.waitCount(t, 50)
+	if failures.Load() < 4 {
+		t.Fatalf("handler ran %d times", failures.Load())
+	}
+}
+
+func TestPanickingHandlerIsRecovered(t *testing.T) {
+	f := setup(t)
+	var once sync.Once
+	c := Consumer{Name: "test.panic", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+		once.Do(func() { panic("boom") })
+		return insertHandler(ctx, tx, recs)
+	}}
+	f.produce(t, 0, 20)
+	r := f.start(c)
+	defer r.stop()
+	f.waitCount(t, 20)
+}
+
+// TestAlreadyAppliedRecordsAreDropped replays a batch as a zombie instance
+// would after losing its partitions: nothing is applied twice.
+func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
+	f := setup(t)
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
+	c := Consumer{Name: "test.zombie", Handle: insertHandler}
+	recs := []*kgo.Record{
+		{Topic: topic, Partition: 0, Offset: 0, Value: []byte("a")},
+		{Topic: topic, Partition: 0, Offset: 1, Value: []byte("b")},
+		{Topic: topic, Partition: 1, Offset: 0, Value: []byte("c")},
+	}
+	ctx := context.Background()
+	applied, err := runner.apply(ctx, c, map[tp]int64{}, recs)
+	if err != nil || len(applied) != 3 {
+		t.Fatalf("first apply: %v, %d applied", err, len(applied))
+	}
+	again := append(recs, &kgo.Record{Topic: topic, Partition: 0, Offset: 2, Value: []byte("d")})
+	applied, err = runner.apply(ctx, c, map[tp]int64{}, again)
+	if err != nil || len(applied) != 1 || string(applied[0].Value) != "d" {
+		t.Fatalf("second apply: %v, applied %v", err, applied)
+	}
+	if n := f.count(t); n != 4 {
+		t.Fatalf("%d rows, want 4", n)
+	}
+	// A batch that starts after the stored offset means the stored offset was
+	// rewound: the consumer must re-read, not skip.
+	gap := []*kgo.Record{{Topic: topic, Partition: 1, Offset: 5, Value: []byte("e")}}
+	if _, err := runner.apply(ctx, c, map[tp]int64{}, gap); !errors.Is(err, errRejoin) {
+		t.Fatalf("gap: %v, want errRejoin", err)
+	}
+}
+
+// TestReplayRewindsARunningConsumer rewinds the stored offsets (as podctl
+// replay does) while the consumer runs idle: it starts over from the log.
+func TestReplayRewindsARunningConsumer(t *testing.T) {
+	f := setup(t)
+	c := Consumer{Name: "test.replay", Topics: []string{topic}, Handle: insertHandler}
+	f.produce(t, 0, 120)
+	r := f.start(c)
+	defer r.stop()
+	f.waitCount(t, 120)
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `TRUNCATE applied`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE consumer_offsets SET next_offset = 0 WHERE consumer = 'test.replay'`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitCount(t, 120)
+	f.produce(t, 120, 130)
+	f.waitCount(t, 130)
+}
