@@ -158,7 +158,10 @@ func (q Queries) SearchProducts(ctx context.Context, account, store uuid.UUID, p
 	}
 	sb.WriteString(" ORDER BY p.title, p.product_id LIMIT " + arg(pq.Limit+1))
 
-	rows, err := q.Pool.Query(ctx, sb.String(), args...)
+	// An unnamed statement is planned with the actual search text each time.
+	// A cached generic plan cannot tell a rare pattern from a common one and
+	// walks the whole title index; the planned one uses the trigram index.
+	rows, err := q.Pool.Query(ctx, sb.String(), append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("search products: %w", err)
 	}
