@@ -1,0 +1,228 @@
+package order
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// CreateRequest is the create-order body, decoded but not yet validated.
+type CreateRequest struct {
+	ReferenceID     string        `json:"reference_id"`
+	Customer        *Customer     `json:"customer"`
+	ShippingAddress *Address      `json:"shipping_address"`
+	LabelLink       string        `json:"label_link"`
+	TrackingNumber  string        `json:"tracking_number"`
+	ShippingService string        `json:"shipping_service"`
+	LineItems       []LineRequest `json:"line_items"`
+	Note            string        `json:"note"`
+	Tags            string        `json:"tags"`
+	Force           bool          `json:"force"`
+	AddonService    []string      `json:"addon_service"`
+}
+
+// Customer of an order.
+type Customer struct {
+	Email     string `json:"email"`
+	FirstName string `json:"first_name"`
+	LastName  string `json:"last_name"`
+	Phone     string `json:"phone,omitempty"`
+}
+
+// Address is a shipping address.
+type Address struct {
+	Address1    string `json:"address1"`
+	Address2    string `json:"address2,omitempty"`
+	City        string `json:"city"`
+	Province    string `json:"province"`
+	CountryCode string `json:"country_code"`
+	Zip         string `json:"zip"`
+}
+
+// LineRequest is one line of the create-order body.
+type LineRequest struct {
+	VariantID         uuid.UUID         `json:"variant_id"`
+	Quantity          int               `json:"quantity"`
+	Sides             map[string]string `json:"sides"`
+	PrintingTechnique string            `json:"printing_technique,omitempty"`
+	EmbFile           string            `json:"emb_file,omitempty"`
+	DesignEmbType     string            `json:"design_emb_type,omitempty"`
+	NumberOfPets      *int              `json:"number_of_pets,omitempty"`
+	YarnType          string            `json:"yarn_type,omitempty"`
+	AddonService      string            `json:"addon_service,omitempty"`
+
+	hasVariant bool
+}
+
+// FieldError is a problem with one field, named by its JSON path
+// (line_items[2].yarn_type).
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e *FieldError) Error() string { return e.Message }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// DecodeCreate decodes a create-order body. Wrong JSON, wrong types and
+// unknown fields are reported as a FieldError naming the path.
+func DecodeCreate(body []byte) (CreateRequest, error) {
+	var top map[string]json.RawMessage
+	if err := strictDecode(body, &top); err != nil || top == nil {
+		return CreateRequest{}, fieldErr("", "request body must be a JSON object")
+	}
+	var r CreateRequest
+	known := map[string]any{
+		"reference_id": &r.ReferenceID, "customer": &r.Customer, "shipping_address": &r.ShippingAddress,
+		"label_link": &r.LabelLink, "tracking_number": &r.TrackingNumber, "shipping_service": &r.ShippingService,
+		"note": &r.Note, "tags": &r.Tags, "force": &r.Force,
+	}
+	for name, raw := range top {
+		switch name {
+		case "line_items":
+			var items []json.RawMessage
+			if err := json.Unmarshal(raw, &items); err != nil {
+				return CreateRequest{}, fieldErr("line_items", "line_items must be an array of line items")
+			}
+			for i, item := range items {
+				line, err := decodeLine(item, fmt.Sprintf("line_items[%d]", i))
+				if err != nil {
+					return CreateRequest{}, err
+				}
+				r.LineItems = append(r.LineItems, line)
+			}
+		case "addon_service":
+			addons, err := decodeOrderAddons(raw)
+			if err != nil {
+				return CreateRequest{}, err
+			}
+			r.AddonService = addons
+		default:
+			dst, ok := known[name]
+			if !ok {
+				return CreateRequest{}, fieldErr(name, "unknown field %s", name)
+			}
+			if err := strictDecode(raw, dst); err != nil {
+				return CreateRequest{}, typeError(name, err)
+			}
+		}
+	}
+	return r, nil
+}
+
+func decodeLine(raw json.RawMessage, path string) (LineRequest, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return LineRequest{}, fieldErr(path, "%s must be an object", path)
+	}
+	var l LineRequest
+	if v, ok := fields["variant_id"]; ok && string(v) != "null" {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return LineRequest{}, fieldErr(path+".variant_id", "%s.variant_id must be a UUID string", path)
+		}
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return LineRequest{}, fieldErr(path+".variant_id", "%s.variant_id must be a UUID string", path)
+		}
+		l.VariantID, l.hasVariant = id, true
+		delete(fields, "variant_id")
+	}
+	rest, _ := json.Marshal(fields)
+	type plain LineRequest // no custom methods; same fields
+	var p plain
+	if err := strictDecode(rest, &p); err != nil {
+		return LineRequest{}, typeError(path, err)
+	}
+	p.VariantID, p.hasVariant = l.VariantID, l.hasVariant
+	return LineRequest(p), nil
+}
+
+// decodeOrderAddons accepts the current array form and the older single
+// string or null, normalised to an array.
+func decodeOrderAddons(raw json.RawMessage) ([]string, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if string(trimmed) == "null" {
+		return []string{}, nil
+	}
+	var one string
+	if json.Unmarshal(trimmed, &one) == nil {
+		if one == "" {
+			return []string{}, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(trimmed, &many); err != nil {
+		return nil, fieldErr("addon_service", "addon_service must be an array of strings")
+	}
+	return many, nil
+}
+
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// typeError turns a json error into a FieldError with the full path.
+func typeError(prefix string, err error) *FieldError {
+	join := func(a, b string) string {
+		switch {
+		case a == "":
+			return b
+		case b == "":
+			return a
+		}
+		return a + "." + b
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		f := join(prefix, te.Field)
+		return fieldErr(f, "%s must be %s", f, jsonKind(te.Type.Kind().String()))
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "json: unknown field ") {
+		name := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
+		f := join(prefix, name)
+		return fieldErr(f, "unknown field %s", f)
+	}
+	return fieldErr(prefix, "%s is malformed: %s", orBody(prefix), msg)
+}
+
+func orBody(p string) string {
+	if p == "" {
+		return "request body"
+	}
+	return p
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "int", "int64", "int32":
+		return "a whole number"
+	case "bool":
+		return "true or false"
+	case "map", "struct", "ptr":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return "of another type"
+}
