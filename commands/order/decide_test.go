@@ -1,0 +1,181 @@
+package order
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
+)
+
+var (
+	orderID = uuid.MustParse("20000000-0000-0000-0000-000000000001")
+	acct    = uuid.MustParse("30000000-0000-0000-0000-000000000001")
+	t0      = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+)
+
+func cmd(kind string, mods ...func(*Command)) Command {
+	c := Command{ID: uuid.New(), Kind: kind, OrderID: orderID, AccountID: acct}
+	if kind == KindCreate {
+		c.ReferenceID, c.StoreID = "R-1", storeA
+		c.Details = &schemas.OrderDetails{CreatedVia: "api", ShippingService: "eco", AddonService: []string{}}
+	}
+	for _, m := range mods {
+		m(&c)
+	}
+	return c
+}
+
+func attempt(n int) func(*Command) { return func(c *Command) { c.Attempt = n } }
+func fulfil(status string, t *schemas.Tracking) func(*Command) {
+	return func(c *Command) { c.Status, c.Tracking = status, t }
+}
+
+// given folds commands into a state, failing on any rejection.
+func given(t *testing.T, cs []Command) State {
+	t.Helper()
+	var s State
+	for i, c := range cs {
+		evs, err := Decide(s, c, t0.Add(time.Duration(i)*time.Minute))
+		if err != nil {
+			t.Fatalf("given[%d] %s: %v", i, c.Kind, err)
+		}
+		for _, ev := range evs {
+			s = Evolve(s, ev)
+		}
+	}
+	return s
+}
+
+func TestDecide(t *testing.T) {
+	create := cmd(KindCreate)
+	push := []Command{create, cmd(KindStartPush)}
+	failed := append(append([]Command{}, push...), cmd(KindFailPush, attempt(1), func(c *Command) { c.Error = "503" }))
+	succeeded := append(append([]Command{}, push...), cmd(KindCompletePush, attempt(1)))
+	track := &schemas.Tracking{TrackingNumber: "1Z1", Carrier: "UPS", TrackingURL: "https://t.example/1Z1", ShipmentStatus: "in_transit"}
+	track2 := &schemas.Tracking{TrackingNumber: "1Z1", Carrier: "UPS", TrackingURL: "https://t.example/1Z1", ShipmentStatus: "delivered"}
+	retried := func(n int) []Command {
+		cs := append([]Command{}, failed...)
+		for i := 0; i < n; i++ {
+			cs = append(cs, cmd(KindRetry), cmd(KindStartPush), cmd(KindFailPush, attempt(i+2)))
+		}
+		return cs
+	}
+	autoRetried := func(n int) []Command {
+		cs := append([]Command{}, failed...)
+		for i := 0; i < n; i++ {
+			cs = append(cs, cmd(KindAutoRetry, attempt(i+1)), cmd(KindStartPush), cmd(KindFailPush, attempt(i+2)))
+		}
+		return cs
+	}
+
+	tests := []struct {
+		name   string
+		given  []Command
+		when   Command
+		then   []string // event types
+		status string   // status after the events
+		err    error
+	}{
+		{"create", nil, create, []string{schemas.TypeOrderCreated}, "PENDING", nil},
+		{"create twice with one reference", []Command{create}, cmd(KindCreate), nil, "", ErrDuplicateReference},
+		{"another account's order is not found", []Command{create}, cmd(KindCancel, func(c *Command) { c.AccountID = uuid.New() }), nil, "", ErrNotFound},
+		{"missing order", nil, cmd(KindCancel), nil, "", ErrNotFound},
+		{"start push", []Command{create}, cmd(KindStartPush), []string{schemas.TypeOrderStatusUpdated}, "PROCESSING", nil},
+		{"push succeeds", push, cmd(KindCompletePush, attempt(1)), []string{schemas.TypeOrderStatusUpdated}, "SUCCESS", nil},
+		{"push fails", push, cmd(KindFailPush, attempt(1)), []string{schemas.TypeOrderStatusUpdated}, "FAILED", nil},
+		{"stale push result", push, cmd(KindCompletePush, attempt(7)), nil, "", ErrInvalidState},
+		{"cancel pending", []Command{create}, cmd(KindCancel), []string{schemas.TypeOrderCancelled}, "CANCELLED", nil},
+		{"cancel failed", failed, cmd(KindCancel), []string{schemas.TypeOrderCancelled}, "CANCELLED", nil},
+		{"cancel processing", push, cmd(KindCancel), nil, "", ErrInvalidState},
+		{"cancel succeeded", succeeded, cmd(KindCancel), nil, "", ErrInvalidState},
+		{"cancel twice", []Command{create, cmd(KindCancel)}, cmd(KindCancel), nil, "", ErrInvalidState},
+		{"push after cancel loses", []Command{create, cmd(KindCancel)}, cmd(KindStartPush), nil, "", ErrInvalidState},
+		{"cancel after push started loses", push, cmd(KindCancel), nil, "", ErrInvalidState},
+		{"retry failed", failed, cmd(KindRetry), []string{schemas.TypeOrderStatusUpdated}, "PENDING", nil},
+		{"retry pending", []Command{create}, cmd(KindRetry), nil, "", ErrInvalidState},
+		{"retry succeeded", succeeded, cmd(KindRetry), nil, "", ErrInvalidState},
+		{"fifth retry", retried(4), cmd(KindRetry), []string{schemas.TypeOrderStatusUpdated}, "PENDING", nil},
+		{"sixth retry", retried(5), cmd(KindRetry), nil, "", ErrRetryLimit},
+		{"auto retry", failed, cmd(KindAutoRetry, attempt(1)), []string{schemas.TypeOrderStatusUpdated}, "PENDING", nil},
+		{"third auto retry", autoRetried(2), cmd(KindAutoRetry, attempt(3)), []string{schemas.TypeOrderStatusUpdated}, "PENDING", nil},
+		{"fourth auto retry", autoRetried(3), cmd(KindAutoRetry, attempt(4)), nil, "", ErrInvalidState},
+		{"manual retry after auto retries ran out", autoRetried(3), cmd(KindRetry), []string{schemas.TypeOrderStatusUpdated}, "PENDING", nil},
+		{"auto retry of an older attempt", append(append([]Command{}, failed...), cmd(KindRetry), cmd(KindStartPush), cmd(KindFailPush, attempt(2))), cmd(KindAutoRetry, attempt(1)), nil, "", ErrInvalidState},
+		{"auto retry after cancel", append(append([]Command{}, failed...), cmd(KindCancel)), cmd(KindAutoRetry, attempt(1)), nil, "", ErrInvalidState},
+		{"sync", succeeded, cmd(KindFulfillment, fulfil("SYNCED", nil)), []string{schemas.TypeOrderStatusUpdated}, "SYNCED", nil},
+		{"sync pending", []Command{create}, cmd(KindFulfillment, fulfil("SYNCED", nil)), nil, "", ErrInvalidState},
+		{"fulfil with tracking", succeeded, cmd(KindFulfillment, fulfil("FULFILLED", track)), []string{schemas.TypeOrderStatusUpdated, schemas.TypeTrackingCreated}, "FULFILLED", nil},
+		{"fulfil synced", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("SYNCED", nil))), cmd(KindFulfillment, fulfil("FULFILLED", nil)), []string{schemas.TypeOrderStatusUpdated}, "FULFILLED", nil},
+		{"fulfil failed", failed, cmd(KindFulfillment, fulfil("FULFILLED", nil)), nil, "", ErrInvalidState},
+		{"tracking update", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("FULFILLED", track))), cmd(KindFulfillment, fulfil("", track2)), []string{schemas.TypeTrackingUpdated}, "FULFILLED", nil},
+		{"same tracking again", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("", track))), cmd(KindFulfillment, fulfil("", track)), nil, "SUCCESS", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := given(t, tt.given)
+			evs, err := Decide(s, tt.when, t0.Add(time.Hour))
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("err = %v, want %v", err, tt.err)
+				}
+				if len(evs) != 0 {
+					t.Fatalf("a rejected command emitted %d events", len(evs))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if len(evs) != len(tt.then) {
+				t.Fatalf("%d events, want %v", len(evs), tt.then)
+			}
+			for i, ev := range evs {
+				if ev.Type != tt.then[i] {
+					t.Fatalf("event %d is %s, want %s", i, ev.Type, tt.then[i])
+				}
+				s = Evolve(s, ev)
+			}
+			if s.Status != tt.status {
+				t.Fatalf("status %s, want %s", s.Status, tt.status)
+			}
+		})
+	}
+}
+
+func TestEventsCarryPreviousAndStableIDs(t *testing.T) {
+	s := given(t, []Command{cmd(KindCreate), cmd(KindStartPush)})
+	c := cmd(KindFailPush, attempt(1), func(c *Command) { c.Error = "platform said 503" })
+	a, _ := Decide(s, c, t0)
+	b, _ := Decide(s, c, t0.Add(time.Second))
+	if a[0].ID != b[0].ID {
+		t.Fatal("deciding one command twice must give the same event id")
+	}
+	var d schemas.OrderEventData
+	if err := a[0].Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	var prev map[string]string
+	_ = json.Unmarshal(d.Previous, &prev)
+	if prev["status"] != "PROCESSING" || *d.Order.ClientStatus != "FAILED" || d.Push == nil || d.Push.Error != "platform said 503" || d.Push.Attempt != 1 {
+		t.Fatalf("event data %+v previous %v", d, prev)
+	}
+	if d.Order.ID != orderID || d.Order.ReferenceID != "R-1" || d.Order.StoreID != storeA {
+		t.Fatalf("order ref %+v", d.Order)
+	}
+
+	s = given(t, []Command{cmd(KindCreate), cmd(KindStartPush), cmd(KindCompletePush, attempt(1)),
+		cmd(KindFulfillment, fulfil("", &schemas.Tracking{TrackingNumber: "A", Carrier: "UPS", TrackingURL: "u", ShipmentStatus: "in_transit"}))})
+	evs, err := Decide(s, cmd(KindFulfillment, fulfil("", &schemas.Tracking{TrackingNumber: "A", Carrier: "DHL", TrackingURL: "u", ShipmentStatus: "delivered"})), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, prev = schemas.OrderEventData{}, nil
+	_ = evs[0].Decode(&d)
+	_ = json.Unmarshal(d.Previous, &prev)
+	if len(prev) != 2 || prev["carrier"] != "UPS" || prev["shipment_status"] != "in_transit" || *d.Order.ShipmentStatus != "delivered" {
+		t.Fatalf("tracking.updated previous %v order %+v", prev, d.Order)
+	}
+}

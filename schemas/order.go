@@ -1,0 +1,87 @@
+package schemas
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Order event types on TopicOrderEvents (the public stream: facts only).
+const (
+	TypeOrderCreated       = "order.created"
+	TypeOrderStatusUpdated = "order.status_updated"
+	TypeOrderCancelled     = "order.cancelled"
+	TypeTrackingCreated    = "tracking.created"
+	TypeTrackingUpdated    = "tracking.updated"
+)
+
+// Order statuses.
+const (
+	StatusPending    = "PENDING"
+	StatusProcessing = "PROCESSING"
+	StatusSuccess    = "SUCCESS"
+	StatusSynced     = "SYNCED"
+	StatusFulfilled  = "FULFILLED"
+	StatusFailed     = "FAILED"
+	StatusCancelled  = "CANCELLED"
+)
+
+// OrderRef is the order as every order.* and tracking.* event carries it
+// (the interface's data.order).
+type OrderRef struct {
+	ID             uuid.UUID `json:"id"`
+	ReferenceID    string    `json:"reference_id"`
+	StoreID        uuid.UUID `json:"store_id"`
+	AccountID      uuid.UUID `json:"account_id"`
+	ClientStatus   *string   `json:"client_status"`
+	ShipmentStatus *string   `json:"shipment_status"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// Tracking is an order's shipment tracking.
+type Tracking struct {
+	TrackingNumber string `json:"tracking_number"`
+	Carrier        string `json:"carrier"`
+	TrackingURL    string `json:"tracking_url"`
+	ShipmentStatus string `json:"shipment_status"`
+}
+
+// OrderEventData is the data of every order.* and tracking.* event:
+// {order, tracking, previous?}. Created carries the whole order (lines,
+// pricing, recipient) on order.created; Push describes the push attempt on
+// status changes caused by pushing.
+type OrderEventData struct {
+	Order    OrderRef        `json:"order"`
+	Tracking *Tracking       `json:"tracking"`
+	Previous json.RawMessage `json:"previous,omitempty"`
+	Created  *OrderDetails   `json:"created,omitempty"`
+	Push     *PushAttempt    `json:"push,omitempty"`
+}
+
+// PushAttempt is one push of the order to the store platform.
+type PushAttempt struct {
+	Attempt             int    `json:"attempt"`
+	Error               string `json:"error,omitempty"`
+	PlatformOrderID     string `json:"platform_order_id,omitempty"`
+	PlatformOrderNumber string `json:"platform_order_number,omitempty"`
+	Automatic           bool   `json:"automatic,omitempty"`
+}
+
+// OrderDetails is everything an order was created with.
+type OrderDetails struct {
+	CreatedVia      string          `json:"created_via"`
+	Duplicate       bool            `json:"duplicate"`
+	IdempotencyKey  uuid.UUID       `json:"idempotency_key"`
+	Customer        json.RawMessage `json:"customer"`
+	ShippingAddress json.RawMessage `json:"shipping_address"`
+	LabelLink       string          `json:"label_link,omitempty"`
+	TrackingNumber  string          `json:"tracking_number,omitempty"`
+	ShippingService string          `json:"shipping_service"`
+	AddonService    []string        `json:"addon_service"`
+	Note            string          `json:"note,omitempty"`
+	Tags            string          `json:"tags,omitempty"`
+	Lines           json.RawMessage `json:"line_items"`
+	Pricing         json.RawMessage `json:"pricing"`
+}
