@@ -44,8 +44,8 @@ type Address struct {
 	Zip         string `json:"zip"`
 }
 
-// LineRequest is one line of the create-order body.
-type LineRequest struct {
+// LineSpec is what a client says of one line; a validated Line keeps it.
+type LineSpec struct {
 	VariantID         uuid.UUID         `json:"variant_id"`
 	Quantity          int               `json:"quantity"`
 	Sides             map[string]string `json:"sides"`
@@ -55,7 +55,11 @@ type LineRequest struct {
 	NumberOfPets      *int              `json:"number_of_pets,omitempty"`
 	YarnType          string            `json:"yarn_type,omitempty"`
 	AddonService      string            `json:"addon_service,omitempty"`
+}
 
+// LineRequest is one line of the create-order body.
+type LineRequest struct {
+	LineSpec
 	hasVariant bool
 }
 
@@ -137,13 +141,10 @@ func decodeLine(raw json.RawMessage, path string) (LineRequest, error) {
 		delete(fields, "variant_id")
 	}
 	rest, _ := json.Marshal(fields)
-	type plain LineRequest // no custom methods; same fields
-	var p plain
-	if err := strictDecode(rest, &p); err != nil {
+	if err := strictDecode(rest, &l.LineSpec); err != nil {
 		return LineRequest{}, typeError(path, err)
 	}
-	p.VariantID, p.hasVariant = l.VariantID, l.hasVariant
-	return LineRequest(p), nil
+	return l, nil
 }
 
 // decodeOrderAddons accepts the current array form and the older single

@@ -55,23 +55,15 @@ type Draft struct {
 
 // Line is a validated, priced order line.
 type Line struct {
-	LineItemID         uuid.UUID         `json:"line_item_id"`
-	VariantID          uuid.UUID         `json:"variant_id"`
-	Quantity           int               `json:"quantity"`
-	Sides              map[string]string `json:"sides"`
-	PrintingTechnique  string            `json:"printing_technique,omitempty"`
-	EmbFile            string            `json:"emb_file,omitempty"`
-	DesignEmbType      string            `json:"design_emb_type,omitempty"`
-	NumberOfPets       *int              `json:"number_of_pets,omitempty"`
-	YarnType           string            `json:"yarn_type,omitempty"`
-	AddonService       string            `json:"addon_service,omitempty"`
-	SKU                string            `json:"sku"`
-	Title              string            `json:"title"`
-	ImageURL           string            `json:"image_url,omitempty"`
-	Category           string            `json:"category"`
-	UnitPrice          schemas.Money     `json:"unit_price"`
-	LineTotal          schemas.Money     `json:"line_total"`
-	LineAddonSurcharge schemas.Money     `json:"line_addon_surcharge"`
+	LineItemID uuid.UUID `json:"line_item_id"`
+	LineSpec
+	SKU                string        `json:"sku"`
+	Title              string        `json:"title"`
+	ImageURL           string        `json:"image_url,omitempty"`
+	Category           string        `json:"category"`
+	UnitPrice          schemas.Money `json:"unit_price"`
+	LineTotal          schemas.Money `json:"line_total"`
+	LineAddonSurcharge schemas.Money `json:"line_addon_surcharge"`
 }
 
 // VariantIDs lists the distinct variant ids a request names, for the lookup.
@@ -321,12 +313,9 @@ func validateLine(p string, l LineRequest, variants map[uuid.UUID]Variant, rates
 	for k, u := range l.Sides {
 		sides[k] = u
 	}
-	line := Line{
-		VariantID: l.VariantID, Quantity: l.Quantity, Sides: sides,
-		PrintingTechnique: technique, EmbFile: l.EmbFile, DesignEmbType: l.DesignEmbType, NumberOfPets: l.NumberOfPets,
-		YarnType: l.YarnType, AddonService: l.AddonService,
-		SKU: v.SKU, Title: v.Title, ImageURL: v.ImageURL, Category: v.Category,
-	}
+	spec := l.LineSpec
+	spec.Sides, spec.PrintingTechnique = sides, technique
+	line := Line{LineSpec: spec, SKU: v.SKU, Title: v.Title, ImageURL: v.ImageURL, Category: v.Category}
 	pl := pricedLine{category: v.Category, price: v.Price, sides: printSides, yarn: l.YarnType, addon: l.AddonService, quantity: int64(l.Quantity)}
 	return line, pl, nil
 }
