@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -16,7 +17,9 @@ type Check struct {
 func healthz(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) }
 
 // readyz answers 200 only when every dependency answers within 2 seconds.
-func readyz(checks []Check) fiber.Handler {
+// The body names the failing dependency; the error itself (addresses and
+// all) goes to the log only.
+func readyz(checks []Check, log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 		defer cancel()
@@ -25,7 +28,8 @@ func readyz(checks []Check) fiber.Handler {
 		for _, ch := range checks {
 			if err := ch.Check(ctx); err != nil {
 				ready = false
-				results[ch.Name] = err.Error()
+				results[ch.Name] = "unavailable"
+				log.Warn("readiness check failed", "dependency", ch.Name, "err", err)
 			} else {
 				results[ch.Name] = "ok"
 			}

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"encoding/hex"
 	"log/slog"
 	"math"
@@ -31,7 +32,11 @@ func rateLimit(rdb *redis.Client, cfg RateLimit, log *slog.Logger) fiber.Handler
 	return func(c *fiber.Ctx) error {
 		tok, _ := c.Locals(localToken).(string)
 		key := cfg.Prefix + "rl:" + hex.EncodeToString([]byte(tok)[:12])
-		res, err := limiter.Allow(c.UserContext(), key, limit)
+		// A Redis that hangs must not hold requests: past 100ms the request
+		// passes as if Redis were down.
+		ctx, cancel := context.WithTimeout(c.UserContext(), 100*time.Millisecond)
+		res, err := limiter.Allow(ctx, key, limit)
+		cancel()
 		if err != nil {
 			if now := time.Now().UnixNano(); now-lastWarn.Load() > int64(10*time.Second) {
 				lastWarn.Store(now)

@@ -54,7 +54,7 @@ func (s *Server) App() *fiber.App {
 	app.Use(accessLog(s.Log))
 
 	app.Get("/healthz", healthz)
-	app.Get("/readyz", readyz(s.Checks))
+	app.Get("/readyz", readyz(s.Checks, s.Log))
 	if s.Gatherer != nil {
 		app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{})))
 	}

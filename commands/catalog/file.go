@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/schemas"
@@ -83,8 +84,16 @@ func (f File) Validate() error {
 	if len(f.Stores) == 0 {
 		bad("stores", "at least one store is required")
 	}
+	text := func(path, s string) {
+		if p := textProblem(s); p != "" {
+			bad(path, "%s", p)
+		}
+	}
 	domains := map[string]bool{}
 	for i, s := range f.Stores {
+		text(fmt.Sprintf("stores[%d].name", i), s.Name)
+		text(fmt.Sprintf("stores[%d].shop_domain", i), s.ShopDomain)
+		text(fmt.Sprintf("stores[%d].platform_id", i), s.PlatformID)
 		sp := fmt.Sprintf("stores[%d]", i)
 		if strings.TrimSpace(s.Name) == "" {
 			bad(sp+".name", "required")
@@ -100,6 +109,9 @@ func (f File) Validate() error {
 		}
 		for j, p := range s.Products {
 			pp := fmt.Sprintf("%s.products[%d]", sp, j)
+			text(pp+".title", p.Title)
+			text(pp+".platform_id", p.PlatformID)
+			text(pp+".image_url", p.ImageURL)
 			if strings.TrimSpace(p.Title) == "" {
 				bad(pp+".title", "required")
 			}
@@ -115,6 +127,9 @@ func (f File) Validate() error {
 			skus := map[string]bool{}
 			for k, v := range p.Variants {
 				vp := fmt.Sprintf("%s.variants[%d]", pp, k)
+				text(vp+".title", v.Title)
+				text(vp+".sku", v.SKU)
+				text(vp+".image_url", v.ImageURL)
 				if strings.TrimSpace(v.SKU) == "" {
 					bad(vp+".sku", "required")
 				} else if skus[v.SKU] {
@@ -124,8 +139,8 @@ func (f File) Validate() error {
 				if strings.TrimSpace(v.Title) == "" {
 					bad(vp+".title", "required")
 				}
-				if d, err := decimal.NewFromString(v.Price); err != nil || d.IsNegative() || d.Exponent() < -2 {
-					bad(vp+".price", "%q is not a non-negative amount with at most 2 decimals", v.Price)
+				if d, err := decimal.NewFromString(v.Price); err != nil || d.IsNegative() || d.Exponent() < -2 || d.GreaterThan(maxPrice) {
+					bad(vp+".price", "%q is not an amount from 0 to %s with at most 2 decimals", v.Price, maxPrice)
 				}
 				if !KnownCategory(v.Category) {
 					bad(vp+".category", "%q is not one of %s", v.Category, strings.Join(Categories, ", "))
@@ -143,6 +158,22 @@ func (f File) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxPrice is the largest price the read model stores (numeric(12, 2)).
+var maxPrice = decimal.RequireFromString("9999999999.99")
+
+// textProblem reports a string Postgres cannot store or a display cannot use.
+func textProblem(s string) string {
+	switch {
+	case strings.ContainsRune(s, 0):
+		return "contains a NUL character"
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	case len(s) > 1000:
+		return "is longer than 1000 bytes"
+	}
+	return ""
 }
 
 // Events turns the file into the events that state it, for account, in

@@ -36,6 +36,8 @@ func TestValidate(t *testing.T) {
 		{"bad price", func(f *File) { f.Stores[0].Products[0].Variants[0].Price = "12,50" }, "variants[0].price"},
 		{"negative price", func(f *File) { f.Stores[0].Products[0].Variants[0].Price = "-1" }, "variants[0].price"},
 		{"three decimals", func(f *File) { f.Stores[0].Products[0].Variants[0].Price = "1.005" }, "variants[0].price"},
+		{"price over the stored range", func(f *File) { f.Stores[0].Products[0].Variants[0].Price = "10000000000" }, "variants[0].price"},
+		{"NUL in a title", func(f *File) { f.Stores[0].Products[0].Title = "Hood\x00ie" }, "products[0].title: contains a NUL"},
 		{"unknown category", func(f *File) { f.Stores[0].Products[0].Variants[0].Category = "sock" }, "variants[0].category"},
 		{"yarn of another category", func(f *File) { f.Stores[0].Products[0].Variants[0].RequiresYarnType = []string{"plat_emb"} }, "requires_yarn_type"},
 		{"duplicate sku", func(f *File) {

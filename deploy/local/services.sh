@@ -3,7 +3,15 @@
 # are reachable: starts them when installed but stopped, installs them with
 # apt-get when missing (as root), and otherwise stops with a precise message.
 # It never lets the tests run without them.
+#
+# POD_SERVICES=external skips all of this, for setups whose Postgres and Redis
+# live elsewhere (then point DATABASE_URL / REDIS_URL, and for the tests
+# TEST_PG_ADMIN_URL / TEST_REDIS_URL, at them).
 set -euo pipefail
+if [ "${POD_SERVICES:-local}" = external ]; then
+  echo "services: POD_SERVICES=external: not checking local Postgres and Redis" >&2
+  exit 0
+fi
 
 PGHOST=${PGHOST:-127.0.0.1}
 PGPORT=${PGPORT:-5432}
@@ -17,7 +25,7 @@ die() { printf 'services: ERROR: %s\n' "$*" >&2; exit 1; }
 can_install() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 apt_updated=
 apt_install() {
-  can_install || die "$1 is not installed and this user cannot install it (need root with apt-get). Install $* yourself, or point DATABASE_URL / REDIS_URL at running servers."
+  can_install || die "$1 is not installed and this user cannot install it (need root with apt-get). Install $* yourself, or run them elsewhere and set POD_SERVICES=external with DATABASE_URL, REDIS_URL, TEST_PG_ADMIN_URL and TEST_REDIS_URL."
   if [ -z "$apt_updated" ]; then
     say "apt-get update"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
@@ -30,8 +38,11 @@ apt_install() {
 pg_up() { pg_isready -q -h "$PGHOST" -p "$PGPORT" 2>/dev/null; }
 pg_query() { psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -XAtq -c "$1"; }
 
+pg_server_installed() { ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; }
+
 ensure_postgres() {
-  if ! command -v pg_isready >/dev/null 2>&1 && ! command -v pg_ctlcluster >/dev/null 2>&1; then
+  # pg_isready comes with the client package too; look for the server itself.
+  if ! pg_up && ! pg_server_installed; then
     apt_install postgresql postgresql-contrib
   fi
   if ! pg_up; then

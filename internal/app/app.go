@@ -38,6 +38,9 @@ type App struct {
 	Brokers     []string
 	Registry    *prometheus.Registry
 	DemoAccount uuid.UUID
+	// DemoOffsets are the catalog offsets the demo load published at this
+	// start (empty when it was already published before).
+	DemoOffsets map[int32]int64
 
 	embedded *kafka.Embedded
 	listener net.Listener

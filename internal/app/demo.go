@@ -31,6 +31,7 @@ func (a *App) loadDemo(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("demo catalog: %w", err)
 	}
+	a.DemoOffsets = res.Offsets
 	if res.Published {
 		a.Log.Info("demo catalog published", "account_id", id, "stores", len(f.Stores))
 	}

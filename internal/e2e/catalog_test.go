@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
+	"github.com/printpod/pod/schemas"
 )
 
 type productPage struct {
@@ -316,5 +318,37 @@ func TestTenantIsolation(t *testing.T) {
 		if s.StoreID == otherStore {
 			t.Fatal("demo account sees the other account's store")
 		}
+	}
+}
+
+// TestProjectorSkipsEventsPostgresRefuses publishes, past the import
+// validation, a product Postgres cannot store, then a good one: the bad one
+// is skipped and the partition goes on.
+func TestProjectorSkipsEventsPostgresRefuses(t *testing.T) {
+	d := startDemo(t)
+	active := d.store(t, "ACTIVE")
+	now := time.Now()
+	bad, _ := schemas.NewEvent(schemas.TypeProductUpserted, now, schemas.ProductUpserted{
+		AccountID: d.app.DemoAccount, StoreID: active.StoreID, ProductID: uuid.New(), Title: "Too Dear", Status: "ACTIVE",
+		Variants:  []schemas.CatalogVariant{{VariantID: uuid.New(), Title: "M", SKU: "DEAR-M", Price: "1e20", Category: "tshirt", RequiresYarnType: []string{}}},
+		UpdatedAt: now,
+	})
+	good, _ := schemas.NewEvent(schemas.TypeProductUpserted, now, schemas.ProductUpserted{
+		AccountID: d.app.DemoAccount, StoreID: active.StoreID, ProductID: uuid.New(), Title: "Fine Tee", Status: "ACTIVE",
+		Variants:  []schemas.CatalogVariant{{VariantID: uuid.New(), Title: "M", SKU: "FINE-M", Price: "12.00", Category: "tshirt", RequiresYarnType: []string{}}},
+		UpdatedAt: now,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	offsets, err := catalog.Publish(ctx, d.app.Producer, []catalog.Keyed{{Key: active.StoreID, Event: bad}, {Key: active.StoreID, Event: good}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := catalogrm.WaitProjected(ctx, d.app.Pool, offsets); err != nil {
+		t.Fatal(err)
+	}
+	got := titles(d.products(t, active.StoreID, q("q", "e")).Data)
+	if !slices.Contains(got, "Fine Tee") || slices.Contains(got, "Too Dear") {
+		t.Fatalf("products after a refused event: %q", got)
 	}
 }

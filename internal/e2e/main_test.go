@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"context"
 	"net/url"
 	"testing"
 	"time"
@@ -47,9 +48,15 @@ func startDemo(t *testing.T, adjust ...func(*config.Config)) demoEnv {
 	return d
 }
 
-// waitDemoCatalog waits until both demo stores and all their products are served.
+// waitDemoCatalog waits until the projector applied the demo catalog this
+// start published (if any), then reads the demo stores.
 func waitDemoCatalog(t *testing.T, d *demoEnv) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := catalogrm.WaitProjected(ctx, d.app.Pool, d.app.DemoOffsets); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, 30*time.Second, func() error {
 		var page struct{ Data []catalogrm.Store }
 		r := d.client.Get("/v1/stores")

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/printpod/pod/commands/catalog"
 	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
+	catalogrm "github.com/printpod/pod/projections/catalog"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -77,14 +79,30 @@ func TestRestartKeepsEverything(t *testing.T) {
 		t.Fatalf("token made before the restart: %d", r.Status)
 	}
 
-	// The projector resumes from its stored offsets: an import after the
-	// restart is applied, and nothing from before is applied twice.
+	// The projector resumes from its stored offsets: they sum to the log's
+	// size (nothing skipped, nothing re-read), and an import after the
+	// restart is applied.
 	var applied int64
 	if err := again.Pool.QueryRow(ctx, `SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets WHERE consumer = 'projections.catalog'`).Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
 	if applied != logBefore {
 		t.Fatalf("projector stored offsets sum %d, log has %d records", applied, logBefore)
+	}
+	acct, tok, err := accounts.Store{Pool: again.Pool}.Create(ctx, "after-restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := catalog.Parse(strings.NewReader(`{"stores":[{"name":"Late","shop_domain":"late.myshopify.com","status":"ACTIVE",
+		"products":[{"title":"Late Tee","status":"ACTIVE","variants":[{"title":"M","sku":"LT-M","price":"10","category":"tshirt"}]}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	importAndWait(t, d2, acct, f)
+	var late struct{ Data []catalogrm.Store }
+	testenv.NewClient(t, "http://"+again.Addr(), tok).Get("/v1/stores").JSON(t, &late)
+	if len(late.Data) != 1 || late.Data[0].Name != "Late" {
+		t.Fatalf("import after restart: %+v", late.Data)
 	}
 }
 

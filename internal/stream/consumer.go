@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sethvargo/go-retry"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -54,9 +55,8 @@ func (r *Runner) Run(ctx context.Context, c Consumer) error {
 		c.IdleCheck = 2 * time.Second
 	}
 	log := r.Log.With("consumer", c.Name)
-	gaps := map[tp]int64{} // gaps that already caused a rejoin
 	for {
-		err := r.session(ctx, c, log, gaps)
+		err := r.session(ctx, c, log)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -81,7 +81,7 @@ type tp struct {
 }
 
 // session is one membership of the group, from join to leave.
-func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger, gaps map[tp]int64) error {
+func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) error {
 	var mu sync.Mutex
 	next := map[tp]int64{} // next offset to apply, per owned partition, as last stored
 	forget := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
@@ -163,7 +163,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger, gaps
 			}
 			continue
 		}
-		applied, err := r.applyWithRetry(ctx, c, log, gaps, recs)
+		applied, err := r.applyWithRetry(ctx, c, log, logStartOf(cl), recs)
 		if err != nil {
 			cl.AllowRebalance()
 			return err
@@ -184,13 +184,17 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger, gaps
 // applyWithRetry applies a batch, retrying with capped exponential backoff
 // while the handler or Postgres fails. It gives up only when ctx ends or the
 // stored offsets show the batch must be re-read (errRejoin).
-func (r *Runner) applyWithRetry(ctx context.Context, c Consumer, log *slog.Logger, gaps map[tp]int64, recs []*kgo.Record) ([]*kgo.Record, error) {
+func (r *Runner) applyWithRetry(ctx context.Context, c Consumer, log *slog.Logger, logStart logStartFunc, recs []*kgo.Record) ([]*kgo.Record, error) {
 	var applied []*kgo.Record
 	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
 	err := retry.Do(ctx, backoff, func(ctx context.Context) error {
 		start := time.Now()
 		var err error
-		applied, err = r.apply(ctx, c, gaps, recs)
+		// A batch that started is finished even when shutdown begins; only
+		// the waits between attempts end with ctx.
+		applyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		applied, err = r.apply(applyCtx, c, logStart, recs)
 		if errors.Is(err, errRejoin) || ctx.Err() != nil {
 			return err
 		}
@@ -207,7 +211,7 @@ func (r *Runner) applyWithRetry(ctx context.Context, c Consumer, log *slog.Logge
 
 // apply runs one transaction: lock the offset rows of the batch's partitions,
 // drop records already applied, run the handler, store the new offsets.
-func (r *Runner) apply(ctx context.Context, c Consumer, gaps map[tp]int64, recs []*kgo.Record) (applied []*kgo.Record, err error) {
+func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler %s panicked: %v", c.Name, p)
@@ -229,42 +233,46 @@ func (r *Runner) apply(ctx context.Context, c Consumer, gaps map[tp]int64, recs 
 		byTP[k] = append(byTP[k], rec)
 	}
 	for _, k := range order {
+		// Make sure the partition's offset row exists, then lock it: two
+		// members (one a zombie) can never both pass this point with the same
+		// stored offset, even for a partition seen for the first time.
+		if _, err := tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
+			VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING`, c.Name, k.topic, k.partition); err != nil {
+			return nil, fmt.Errorf("create offset %s/%d: %w", k.topic, k.partition, err)
+		}
 		var stored int64
-		err := tx.QueryRow(ctx, `SELECT next_offset FROM consumer_offsets
+		if err := tx.QueryRow(ctx, `SELECT next_offset FROM consumer_offsets
 			WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
-			c.Name, k.topic, k.partition).Scan(&stored)
-		found := err == nil
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			c.Name, k.topic, k.partition).Scan(&stored); err != nil {
 			return nil, fmt.Errorf("lock offset %s/%d: %w", k.topic, k.partition, err)
 		}
 		part := byTP[k]
-		if found {
-			i := 0
-			for i < len(part) && part[i].Offset < stored {
-				i++
+		i := 0
+		for i < len(part) && part[i].Offset < stored {
+			i++
+		}
+		part = part[i:]
+		if len(part) > 0 && part[0].Offset > stored {
+			// The stored offset is behind what was fetched: a replay rewound
+			// it, so re-read from there, unless the log no longer holds the
+			// records in between (retention deleted them).
+			start, err := logStart(ctx, k.topic, k.partition)
+			if err != nil {
+				return nil, fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
 			}
-			part = part[i:]
-			if len(part) > 0 && part[0].Offset > stored {
-				// The stored offset is behind what was fetched: a replay
-				// rewound it, so re-read from there. If a rejoin already
-				// failed to reach it (the log no longer starts that early),
-				// accept the gap.
-				if seen, ok := gaps[k]; !ok || seen != stored {
-					gaps[k] = stored
-					return nil, errRejoin
-				}
-				r.Log.Warn("records before the log start are gone; continuing", "consumer", c.Name,
-					"topic", k.topic, "partition", k.partition, "stored", stored, "first", part[0].Offset)
+			if stored >= start {
+				return nil, errRejoin
 			}
+			r.Log.Warn("records before the log start are gone; continuing", "consumer", c.Name,
+				"topic", k.topic, "partition", k.partition, "stored", stored, "log_start", start)
 		}
 		applied = append(applied, part...)
 		if len(part) == 0 {
 			continue
 		}
 		last := part[len(part)-1].Offset + 1
-		if _, err := tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset, updated_at)
-			VALUES ($1, $2, $3, $4, now())
-			ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()`,
+		if _, err := tx.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, updated_at = now()
+			WHERE consumer = $1 AND topic = $2 AND partition = $3`,
 			c.Name, k.topic, k.partition, last); err != nil {
 			return nil, fmt.Errorf("store offset %s/%d: %w", k.topic, k.partition, err)
 		}
@@ -278,6 +286,23 @@ func (r *Runner) apply(ctx context.Context, c Consumer, gaps map[tp]int64, recs 
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return applied, nil
+}
+
+// logStartFunc tells the first offset a partition's log still holds.
+type logStartFunc func(ctx context.Context, topic string, partition int32) (int64, error)
+
+func logStartOf(cl *kgo.Client) logStartFunc {
+	return func(ctx context.Context, topic string, partition int32) (int64, error) {
+		offs, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
+		if err != nil {
+			return 0, err
+		}
+		o, ok := offs.Lookup(topic, partition)
+		if !ok {
+			return 0, fmt.Errorf("no start offset for %s/%d", topic, partition)
+		}
+		return o.Offset, o.Err
+	}
 }
 
 func loadOffsets(ctx context.Context, pool *pgxpool.Pool, consumer string) (map[tp]int64, error) {

@@ -47,7 +47,7 @@ func setup(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if _, err := pool.Exec(ctx, `CREATE TABLE applied (value text PRIMARY KEY)`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE applied (value text PRIMARY KEY, n int NOT NULL DEFAULT 1)`); err != nil {
 		t.Fatal(err)
 	}
 	prod, err := kafka.NewProducer(brokers)
@@ -72,11 +72,12 @@ func (f fixture) produce(t *testing.T, from, to int) {
 	}
 }
 
-// insertHandler inserts each value; a duplicate would violate the primary
-// key, fail the batch forever and so never reach the expected count.
+// insertHandler records each value and counts how often it was applied;
+// waitCount fails when any value was applied more than once.
 func insertHandler(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 	for _, r := range recs {
-		if _, err := tx.Exec(ctx, `INSERT INTO applied (value) VALUES ($1)`, string(r.Value)); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO applied (value) VALUES ($1)
+			ON CONFLICT (value) DO UPDATE SET n = applied.n + 1`, string(r.Value)); err != nil {
 			return err
 		}
 	}
@@ -99,6 +100,13 @@ func (f fixture) waitCount(t *testing.T, want int) {
 		}
 		return nil
 	})
+	var twice int
+	if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM applied WHERE n > 1`).Scan(&twice); err != nil {
+		t.Fatal(err)
+	}
+	if twice != 0 {
+		t.Fatalf("%d records were applied more than once", twice)
+	}
 }
 
 type running struct {
@@ -195,12 +203,13 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 		{Topic: topic, Partition: 1, Offset: 0, Value: []byte("c")},
 	}
 	ctx := context.Background()
-	applied, err := runner.apply(ctx, c, map[tp]int64{}, recs)
+	logStart := func(context.Context, string, int32) (int64, error) { return 0, nil }
+	applied, err := runner.apply(ctx, c, logStart, recs)
 	if err != nil || len(applied) != 3 {
 		t.Fatalf("first apply: %v, %d applied", err, len(applied))
 	}
 	again := append(recs, &kgo.Record{Topic: topic, Partition: 0, Offset: 2, Value: []byte("d")})
-	applied, err = runner.apply(ctx, c, map[tp]int64{}, again)
+	applied, err = runner.apply(ctx, c, logStart, again)
 	if err != nil || len(applied) != 1 || string(applied[0].Value) != "d" {
 		t.Fatalf("second apply: %v, applied %v", err, applied)
 	}
@@ -210,9 +219,44 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 	// A batch that starts after the stored offset means the stored offset was
 	// rewound: the consumer must re-read, not skip.
 	gap := []*kgo.Record{{Topic: topic, Partition: 1, Offset: 5, Value: []byte("e")}}
-	if _, err := runner.apply(ctx, c, map[tp]int64{}, gap); !errors.Is(err, errRejoin) {
+	if _, err := runner.apply(ctx, c, logStart, gap); !errors.Is(err, errRejoin) {
 		t.Fatalf("gap: %v, want errRejoin", err)
 	}
+	// ... unless retention removed the records in between: then it goes on.
+	gone := func(context.Context, string, int32) (int64, error) { return 5, nil }
+	if applied, err := runner.apply(ctx, c, gone, gap); err != nil || len(applied) != 1 {
+		t.Fatalf("gap before the log start: %v, applied %d", err, len(applied))
+	}
+	// A partition with no offset row yet counts as stored offset 0.
+	fresh := []*kgo.Record{{Topic: topic, Partition: 2, Offset: 3, Value: []byte("f")}}
+	if _, err := runner.apply(ctx, c, logStart, fresh); !errors.Is(err, errRejoin) {
+		t.Fatalf("first batch starting past 0: %v, want errRejoin", err)
+	}
+}
+
+// TestConcurrentAppliesOfOneBatchApplyOnce runs the same never-seen batch
+// through two appliers at once, as a zombie and the new owner would.
+func TestConcurrentAppliesOfOneBatchApplyOnce(t *testing.T) {
+	f := setup(t)
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
+	c := Consumer{Name: "test.race", Handle: insertHandler}
+	logStart := func(context.Context, string, int32) (int64, error) { return 0, nil }
+	for round := 0; round < 20; round++ {
+		recs := []*kgo.Record{
+			{Topic: topic, Partition: 0, Offset: int64(2 * round), Value: []byte(fmt.Sprintf("r%d-a", round))},
+			{Topic: topic, Partition: 0, Offset: int64(2*round + 1), Value: []byte(fmt.Sprintf("r%d-b", round))},
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = runner.apply(context.Background(), c, logStart, recs)
+			}()
+		}
+		wg.Wait()
+	}
+	f.waitCount(t, 40)
 }
 
 // TestReplayRewindsARunningConsumer rewinds the stored offsets (as podctl
@@ -238,4 +282,46 @@ func TestReplayRewindsARunningConsumer(t *testing.T) {
 	f.waitCount(t, 120)
 	f.produce(t, 120, 130)
 	f.waitCount(t, 130)
+
+	// A second replay, this time by deleting the offset rows, while records
+	// keep arriving.
+	err = pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `TRUNCATE applied`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM consumer_offsets WHERE consumer = 'test.replay'`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.produce(t, 130, 200)
+	f.waitCount(t, 200)
+}
+
+// TestReplayRewindsABusyConsumer rewinds while records keep arriving, so the
+// rewind is found by a batch, not by the idle check.
+func TestReplayRewindsABusyConsumer(t *testing.T) {
+	f := setup(t)
+	c := Consumer{Name: "test.busy", Topics: []string{topic}, Handle: insertHandler, MaxBatch: 5}
+	c.IdleCheck = time.Hour
+	f.produce(t, 0, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
+	go func() { defer close(done); _ = runner.Run(ctx, c) }()
+	defer func() { cancel(); <-done }()
+	f.waitCount(t, 100)
+	err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), `TRUNCATE applied`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(context.Background(), `UPDATE consumer_offsets SET next_offset = 0 WHERE consumer = 'test.busy'`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.produce(t, 100, 160)
+	f.waitCount(t, 160)
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,15 +35,38 @@ func Projector(log *slog.Logger) stream.Consumer {
 					log.Error("skipping undecodable catalog record", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 					continue
 				}
-				if err := apply(ctx, tx, ev); errors.Is(err, errBadPayload) {
-					log.Error("skipping catalog event with a bad payload", "partition", rec.Partition, "offset", rec.Offset, "err", err)
-				} else if err != nil {
+				// Each event runs under a savepoint, so one that Postgres refuses
+				// for its data (a value out of range, a NUL byte) is skipped
+				// instead of stalling the partition behind it.
+				sp, err := tx.Begin(ctx)
+				if err != nil {
+					return fmt.Errorf("savepoint: %w", err)
+				}
+				err = apply(ctx, sp, ev)
+				if errors.Is(err, errBadPayload) || isDataError(err) {
+					log.Error("skipping catalog event Postgres cannot store", "partition", rec.Partition, "offset", rec.Offset, "event_id", ev.ID, "err", err)
+					if rerr := sp.Rollback(ctx); rerr != nil {
+						return fmt.Errorf("rollback to savepoint: %w", rerr)
+					}
+					continue
+				}
+				if err != nil {
 					return err
+				}
+				if err := sp.Commit(ctx); err != nil {
+					return fmt.Errorf("release savepoint: %w", err)
 				}
 			}
 			return nil
 		},
 	}
+}
+
+// isDataError reports whether Postgres refused a value (SQLSTATE class 22,
+// data exception), which no retry can fix.
+func isDataError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
 }
 
 func apply(ctx context.Context, tx pgx.Tx, ev schemas.Event) error {
