@@ -48,9 +48,7 @@ func Publish(ctx context.Context, cl *kgo.Client, events []Keyed, progress Progr
 				}
 				return
 			}
-			if r.Offset > last[r.Partition] || last[r.Partition] == 0 {
-				last[r.Partition] = r.Offset
-			}
+			last[r.Partition] = max(last[r.Partition], r.Offset)
 			done++
 			if progress != nil {
 				progress(done, len(events))

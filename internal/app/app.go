@@ -44,7 +44,6 @@ type App struct {
 
 	embedded *kafka.Embedded
 	listener net.Listener
-	server   *podhttp.Server
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	serveErr chan error
@@ -124,7 +123,7 @@ func (a *App) runConsumer(ctx context.Context, runner *stream.Runner, c stream.C
 
 func (a *App) startAPI() error {
 	cfg := a.Config
-	a.server = &podhttp.Server{
+	server := &podhttp.Server{
 		Log:       a.Log,
 		Auth:      accounts.Store{Pool: a.Pool},
 		Redis:     a.Redis,
@@ -144,7 +143,7 @@ func (a *App) startAPI() error {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	a.listener = ln
-	fapp := a.server.App()
+	fapp := server.App()
 	go func() { a.serveErr <- fapp.Listener(ln) }()
 	a.stopAPI = func(ctx context.Context) error { return fapp.ShutdownWithContext(ctx) }
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -113,10 +114,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			defer mu.Unlock()
 			for t, ps := range assigned {
 				for p := range ps {
-					off, ok := stored[tp{t, p}]
-					if !ok {
-						off = 0
-					}
+					off := stored[tp{t, p}] // no row: start of the log
 					ps[p] = kgo.NewOffset().At(off).WithEpoch(-1)
 					next[tp{t, p}] = off
 				}
@@ -130,6 +128,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 	defer cl.Close()
 
+	logStart := logStartOf(cl)
 	lastIdleCheck := time.Now()
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, c.IdleCheck)
@@ -150,10 +149,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			if time.Since(lastIdleCheck) >= c.IdleCheck {
 				lastIdleCheck = time.Now()
 				mu.Lock()
-				snapshot := make(map[tp]int64, len(next))
-				for k, v := range next {
-					snapshot[k] = v
-				}
+				snapshot := maps.Clone(next)
 				mu.Unlock()
 				if rewound, err := storedBehind(ctx, r.Pool, c.Name, snapshot); err != nil {
 					log.Warn("idle offset check failed", "err", err)
@@ -163,7 +159,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			}
 			continue
 		}
-		applied, err := r.applyWithRetry(ctx, c, log, logStartOf(cl), recs)
+		applied, err := r.applyWithRetry(ctx, c, log, logStart, recs)
 		if err != nil {
 			cl.AllowRebalance()
 			return err
@@ -334,11 +330,7 @@ func storedBehind(ctx context.Context, pool *pgxpool.Pool, consumer string, appl
 		return false, err
 	}
 	for k, off := range applied {
-		s, ok := stored[k]
-		if !ok {
-			s = 0
-		}
-		if s < off {
+		if stored[k] < off { // a missing row counts as 0
 			return true, nil
 		}
 	}

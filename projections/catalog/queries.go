@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/schemas"
 )
 
 // ErrNotFound means the store or product does not exist for the account.
@@ -244,41 +245,8 @@ func likePattern(q string) string {
 	return "%" + r.Replace(q) + "%"
 }
 
-// CatalogWatermark returns, per partition, the next offset the catalog
-// projector will apply; callers wait on it for read-your-writes.
-func CatalogWatermark(ctx context.Context, pool *pgxpool.Pool) (map[int32]int64, error) {
-	rows, err := pool.Query(ctx, `SELECT partition, next_offset FROM consumer_offsets WHERE consumer = $1`, ConsumerName)
-	if err != nil {
-		return nil, fmt.Errorf("read catalog watermark: %w", err)
-	}
-	out := map[int32]int64{}
-	var p int32
-	var off int64
-	_, err = pgx.ForEachRow(rows, []any{&p, &off}, func() error { out[p] = off; return nil })
-	return out, err
-}
-
-// WaitProjected polls until the catalog projector applied every offset in
-// last (highest acknowledged offset per partition), or ctx ends.
+// WaitProjected waits until the catalog projector applied every offset in
+// last (highest acknowledged offset per partition of the catalog topic).
 func WaitProjected(ctx context.Context, pool *pgxpool.Pool, last map[int32]int64) error {
-	for {
-		wm, err := CatalogWatermark(ctx, pool)
-		if err == nil {
-			done := true
-			for p, off := range last {
-				if wm[p] <= off {
-					done = false
-					break
-				}
-			}
-			if done {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for catalog projection: %w", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return stream.WaitApplied(ctx, pool, ConsumerName, schemas.TopicCatalogEvents, last)
 }
