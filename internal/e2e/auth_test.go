@@ -190,10 +190,7 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("429 without the expected code or headers: %+v %v", e, last.Header)
 	}
 	// Another token has its own budget.
-	_, other, err := accounts.Store{Pool: d.app.Pool}.Create(context.Background(), "other-budget")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, other := d.newAccount(t, "other-budget")
 	if r := testenv.NewClient(t, clients[0].Base, other).Get("/v1/config/yarn-types"); r.Status != 200 {
 		t.Fatalf("another token was limited too: %d", r.Status)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/catalog"
-	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	"github.com/printpod/pod/schemas"
@@ -182,11 +181,7 @@ func TestCatalogEndpoints(t *testing.T) {
 // seen exactly once and in order.
 func TestPaginationVisitsEveryRowOnce(t *testing.T) {
 	d := startDemo(t)
-	ctx := context.Background()
-	account, token, err := accounts.Store{Pool: d.app.Pool}.Create(ctx, "pager")
-	if err != nil {
-		t.Fatal(err)
-	}
+	account, token := d.newAccount(t, "pager")
 	var f catalog.File
 	store := catalog.StoreDoc{Name: "Pager Store", ShopDomain: "pager.myshopify.com", Status: "ACTIVE"}
 	for i := 0; i < 57; i++ {
@@ -263,11 +258,7 @@ func importAndWait(t *testing.T, d demoEnv, account uuid.UUID, f catalog.File) {
 
 func TestTenantIsolation(t *testing.T) {
 	d := startDemo(t)
-	ctx := context.Background()
-	other, token, err := accounts.Store{Pool: d.app.Pool}.Create(ctx, "other-shop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, token := d.newAccount(t, "other-shop")
 	f, err := catalog.Parse(bytes.NewReader([]byte(`{"stores":[{"name":"Other","shop_domain":"other.myshopify.com","status":"ACTIVE",
 		"products":[{"title":"Other Hoodie","status":"ACTIVE","variants":[{"title":"L","sku":"OT-HD-L","price":"30","category":"hoodie"}]}]}]}`)))
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/app"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/podtest"
@@ -33,6 +35,17 @@ func (d demoEnv) store(t *testing.T, status string) catalogrm.Store {
 	}
 	t.Fatalf("no demo store with status %s", status)
 	return catalogrm.Store{}
+}
+
+// newAccount creates an account through the service's own store and returns
+// its id and first token.
+func (d demoEnv) newAccount(t *testing.T, name string) (uuid.UUID, string) {
+	t.Helper()
+	id, token, err := accounts.Store{Pool: d.app.Pool}.Create(context.Background(), name)
+	if err != nil {
+		t.Fatalf("create account %s: %v", name, err)
+	}
+	return id, token
 }
 
 func startDemo(t *testing.T, adjust ...func(*config.Config)) demoEnv {

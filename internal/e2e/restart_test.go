@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/printpod/pod/commands/catalog"
-	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
@@ -41,10 +40,7 @@ func catalogLogSize(t *testing.T, brokers []string) int64 {
 func TestRestartKeepsEverything(t *testing.T) {
 	d := startDemo(t)
 	ctx := context.Background()
-	_, token, err := accounts.Store{Pool: d.app.Pool}.Create(ctx, "before-restart")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, token := d.newAccount(t, "before-restart")
 	logBefore := catalogLogSize(t, d.app.Brokers)
 	if logBefore == 0 {
 		t.Fatal("the demo catalog was not published to the log")
@@ -89,10 +85,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if applied != logBefore {
 		t.Fatalf("projector stored offsets sum %d, log has %d records", applied, logBefore)
 	}
-	acct, tok, err := accounts.Store{Pool: again.Pool}.Create(ctx, "after-restart")
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct, tok := d2.newAccount(t, "after-restart")
 	f, err := catalog.Parse(strings.NewReader(`{"stores":[{"name":"Late","shop_domain":"late.myshopify.com","status":"ACTIVE",
 		"products":[{"title":"Late Tee","status":"ACTIVE","variants":[{"title":"M","sku":"LT-M","price":"10","category":"tshirt"}]}]}]}`))
 	if err != nil {
