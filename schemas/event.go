@@ -8,12 +8,15 @@ import (
 	"github.com/google/uuid"
 )
 
-// Event is the envelope of every record value on the pod.* event topics.
-// ID is stable: a republished event keeps its ID, so consumers dedupe on it.
+// Event is the envelope of every record value on the pod.* event topics, in
+// the same shape webhooks deliver: {id, topic, created_at, data}. ID is
+// stable: a republished event keeps its ID, so consumers dedupe on it. Type
+// is the event's topic in the interface's sense (order.created), not the
+// Kafka topic.
 type Event struct {
 	ID         uuid.UUID       `json:"id"`
-	Type       string          `json:"type"`
-	OccurredAt time.Time       `json:"occurred_at"`
+	Type       string          `json:"topic"`
+	OccurredAt time.Time       `json:"created_at"`
 	Data       json.RawMessage `json:"data"`
 }
 
