@@ -67,6 +67,9 @@ type PushAttempt struct {
 	PlatformOrderID     string `json:"platform_order_id,omitempty"`
 	PlatformOrderNumber string `json:"platform_order_number,omitempty"`
 	Automatic           bool   `json:"automatic,omitempty"`
+	// AutoRetries is, on a failed push, how many automatic retries the order
+	// has used so far (the pusher schedules the next while it is below 3).
+	AutoRetries int `json:"auto_retries,omitempty"`
 }
 
 // OrderDetails is everything an order was created with.

@@ -121,7 +121,7 @@ func Decide(s State, c Command, now time.Time) ([]schemas.Event, error) {
 		if s.Status != schemas.StatusProcessing || c.Attempt != s.PushAttempts {
 			return reject(ErrInvalidState, "fail a push of")
 		}
-		return statusChange(s, c, schemas.StatusFailed, now, &schemas.PushAttempt{Attempt: c.Attempt, Error: c.Error})
+		return statusChange(s, c, schemas.StatusFailed, now, &schemas.PushAttempt{Attempt: c.Attempt, Error: c.Error, AutoRetries: s.AutoRetries})
 	case KindAutoRetry:
 		if s.Status != schemas.StatusFailed || c.Attempt != s.PushAttempts || s.AutoRetries >= MaxAutoRetries {
 			return reject(ErrInvalidState, "automatically retry")
