@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/printpod/pod/commands/order"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	configrm "github.com/printpod/pod/projections/config"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,8 @@ type Server struct {
 	Checks    []Check
 	Metrics   *Metrics
 	Gatherer  prometheus.Gatherer
+	Orders    *Orders  // nil: no order endpoints
+	Batches   *Batches // nil: no bulk intake
 }
 
 // App builds the Fiber app with every route.
@@ -67,6 +70,19 @@ func (s *Server) App() *fiber.App {
 	v1.Get("/config/pricing-sides", list(s.Config.PricingSides))
 	v1.Get("/config/yarn-types", list(s.Config.YarnTypes))
 	v1.Get("/config/country-codes", list(s.Config.CountryCodes))
+	if s.Orders != nil {
+		post := []fiber.Handler{idempotency(s.Redis, s.RateLimit.Prefix, s.Orders.wait(), s.Log)}
+		if s.Batches != nil {
+			v1.Post("/orders/pod/batches", append(post, s.Batches.post)...)
+			v1.Get("/orders/pod/batches/:batch_id", s.Batches.get)
+		}
+		v1.Post("/orders/pod", append(post, s.Orders.postOrder)...)
+		v1.Get("/orders/pod", s.Orders.listOrders)
+		v1.Get("/orders/pod/:order_id", s.Orders.getOrder)
+		v1.Get("/orders/pod/:order_id/queue", s.Orders.getQueue)
+		v1.Post("/orders/pod/:order_id/retry", append(post, s.Orders.command(order.KindRetry))...)
+		v1.Post("/orders/pod/:order_id/cancel", append(post, s.Orders.command(order.KindCancel))...)
+	}
 	return app
 }
 

@@ -16,6 +16,14 @@ const (
 	TypeTrackingUpdated    = "tracking.updated"
 )
 
+// Record headers on TopicOrderEvents: the event's topic and the order's
+// version after the event (1 for order.created, +1 per event of the order).
+// A consumer can drop an event whose version it already applied.
+const (
+	HeaderEventType    = "event-type"
+	HeaderOrderVersion = "order-version"
+)
+
 // Order statuses.
 const (
 	StatusPending    = "PENDING"

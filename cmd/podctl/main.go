@@ -30,7 +30,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(accountCmd(), tokenCmd(), catalogCmd())
+	root.AddCommand(accountCmd(), tokenCmd(), catalogCmd(), fulfillmentCmd(), replayCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "podctl:", err)
 		os.Exit(1)

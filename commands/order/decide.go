@@ -99,7 +99,9 @@ func Decide(s State, c Command, now time.Time) ([]schemas.Event, error) {
 		ev, err := event(c, 0, schemas.TypeOrderCreated, now, schemas.OrderEventData{Order: ref, Created: c.Details})
 		return one(ev, err)
 	}
-	if !s.Exists || s.Order.AccountID != c.AccountID {
+	// Client commands carry the caller's account: another account's order
+	// is not found. System commands (pusher, fulfillment) carry none.
+	if !s.Exists || (c.AccountID != uuid.Nil && s.Order.AccountID != c.AccountID) {
 		return nil, ErrNotFound
 	}
 	reject := func(err error, action string) ([]schemas.Event, error) {
@@ -153,7 +155,11 @@ func Decide(s State, c Command, now time.Time) ([]schemas.Event, error) {
 func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, error) {
 	var out []schemas.Event
 	next := s
-	switch c.Status {
+	status := c.Status
+	if status == s.Status {
+		status = "" // repeated status (a carrier resending it): only tracking may be new
+	}
+	switch status {
 	case "":
 	case schemas.StatusSynced:
 		if s.Status != schemas.StatusSuccess {
@@ -166,8 +172,8 @@ func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, erro
 	default:
 		return nil, fmt.Errorf("fulfillment status %q is not SYNCED or FULFILLED", c.Status)
 	}
-	if c.Status != "" {
-		evs, err := statusChange(s, c, c.Status, now, nil)
+	if status != "" {
+		evs, err := statusChange(s, c, status, now, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -235,6 +241,9 @@ func Evolve(s State, ev schemas.Event) State {
 	case schemas.TypeOrderStatusUpdated, schemas.TypeOrderCancelled:
 		var prev struct{ Status string }
 		_ = json.Unmarshal(d.Previous, &prev)
+		if d.Order.ClientStatus == nil {
+			return s
+		}
 		to := *d.Order.ClientStatus
 		if to == schemas.StatusPending && prev.Status == schemas.StatusFailed {
 			if d.Push != nil && d.Push.Automatic {

@@ -11,19 +11,24 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/commands/push"
 	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/rdb"
 	"github.com/printpod/pod/internal/stream"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	configrm "github.com/printpod/pod/projections/config"
+	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"net/http"
 
 	podhttp "github.com/printpod/pod/http"
 )
@@ -41,6 +46,10 @@ type App struct {
 	// DemoOffsets are the catalog offsets the demo load published at this
 	// start (empty when it was already published before).
 	DemoOffsets map[int32]int64
+	Notify      *pgnotify.Listener
+	Bus         *order.Bus
+	Pusher      *push.Manager   // nil without the pusher role
+	Simulator   *push.Simulator // the built-in platform, when started
 
 	embedded *kafka.Embedded
 	listener net.Listener
@@ -90,8 +99,26 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	a.cancel = runCancel
 	runner := &stream.Runner{Pool: a.Pool, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry)}
 
+	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch)
+	a.goRun(func() { a.Notify.Run(runCtx) })
+	a.Bus = &order.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify}
+
 	if cfg.HasRole(config.RoleProjector) {
 		a.runConsumer(runCtx, runner, catalogrm.Projector(log))
+		a.runConsumer(runCtx, runner, orderrm.Projector(log))
+	}
+	if cfg.HasRole(config.RoleDecider) {
+		decider := &order.Decider{Pool: a.Pool, Producer: a.Producer, Log: log}
+		a.runConsumer(runCtx, runner, decider.Consumer())
+		a.goRun(func() { decider.Relay(runCtx, time.Second) })
+		a.runConsumer(runCtx, runner, order.FulfillmentBridge(a.Producer, log))
+	}
+	if cfg.HasRole(config.RolePusher) {
+		if err = a.startPusher(runCtx, runner); err != nil {
+			runCancel()
+			a.wg.Wait()
+			return nil, err
+		}
 	}
 	if !cfg.Production() && cfg.DemoToken != "" {
 		if err = a.loadDemo(ctx); err != nil {
@@ -101,7 +128,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 		}
 	}
 	if cfg.HasRole(config.RoleAPI) {
-		if err = a.startAPI(); err != nil {
+		if err = a.startAPI(runCtx); err != nil {
 			runCancel()
 			a.wg.Wait()
 			return nil, err
@@ -121,8 +148,57 @@ func (a *App) runConsumer(ctx context.Context, runner *stream.Runner, c stream.C
 	}()
 }
 
-func (a *App) startAPI() error {
+// goRun runs f as one of the app's background tasks (Stop waits for it).
+func (a *App) goRun(f func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+}
+
+// startPusher starts the push process manager, and in development the
+// built-in store platform simulator when no POD_PLATFORM_URL is set.
+func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
+	base := a.Config.PlatformURL
+	if base == "" {
+		sim := push.NewSimulator(func(ctx context.Context, shop string) (bool, error) {
+			var bad bool
+			err := a.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM stores WHERE shop_domain = $1 AND status = 'CREDENTIAL_ERROR')`, shop).Scan(&bad)
+			return !bad, err
+		})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("platform simulator: %w", err)
+		}
+		srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		a.goRun(func() {
+			<-ctx.Done()
+			_ = srv.Close()
+		})
+		a.Simulator = sim
+		base = "http://" + ln.Addr().String()
+		a.Log.Info("store platform simulator started", "addr", ln.Addr().String())
+	}
+	a.Pusher = &push.Manager{Pool: a.Pool, Producer: a.Producer, Platform: &push.Client{BaseURL: base},
+		Notify: a.Notify, Log: a.Log, RetryDelays: a.Config.PushRetryDelays}
+	a.runConsumer(ctx, runner, a.Pusher.Consumer())
+	a.goRun(func() { a.Pusher.Run(ctx) })
+	return nil
+}
+
+func (a *App) startAPI(ctx context.Context) error {
 	cfg := a.Config
+	orders := &podhttp.Orders{
+		Creator: &order.Creator{Pool: a.Pool, Bus: a.Bus, Redis: a.Redis, Prefix: cfg.RedisPrefix,
+			Rates: &order.RatesCache{Pool: a.Pool, TTL: 30 * time.Second}, Log: a.Log},
+		Bus:     a.Bus,
+		Queries: orderrm.Queries{Pool: a.Pool},
+		Notify:  a.Notify,
+	}
+	worker := &podhttp.BatchWorker{Pool: a.Pool, Orders: orders, Notify: a.Notify, Log: a.Log}
+	a.goRun(func() { worker.Run(ctx) })
 	server := &podhttp.Server{
 		Log:       a.Log,
 		Auth:      accounts.Store{Pool: a.Pool},
@@ -132,6 +208,8 @@ func (a *App) startAPI() error {
 		Config:    configrm.Queries{Pool: a.Pool},
 		Metrics:   podhttp.NewMetrics(a.Registry),
 		Gatherer:  a.Registry,
+		Orders:    orders,
+		Batches:   &podhttp.Batches{Pool: a.Pool},
 		Checks: []podhttp.Check{
 			{Name: "postgres", Check: func(ctx context.Context) error { return a.Pool.Ping(ctx) }},
 			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/projections"
+	"github.com/printpod/pod/schemas"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+func fulfillmentCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "fulfillment", Short: "Production and carrier updates of orders"}
+	var orderID, status string
+	var tr schemas.Tracking
+	pub := &cobra.Command{
+		Use:   "publish --order ID [--status SYNCED|FULFILLED] [--tracking-number N --carrier C --tracking-url U --shipment-status S]",
+		Short: "Publish a fulfillment update to pod.fulfillment.updates",
+		Long: "SYNCED: the production system acknowledged the order (from SUCCESS).\n" +
+			"FULFILLED: it shipped (from SUCCESS or SYNCED). Tracking fields set or change the\n" +
+			"order's tracking (tracking.created / tracking.updated events).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			id, err := uuid.Parse(orderID)
+			if err != nil {
+				return fmt.Errorf("--order: %q is not a UUID", orderID)
+			}
+			if status != "" && status != schemas.StatusSynced && status != schemas.StatusFulfilled {
+				return fmt.Errorf("--status must be SYNCED or FULFILLED, not %q", status)
+			}
+			u := schemas.FulfillmentUpdate{ID: uuid.New(), OrderID: id, Status: status, SentAt: time.Now().UTC()}
+			if tr != (schemas.Tracking{}) {
+				if tr.TrackingNumber == "" || tr.Carrier == "" {
+					return fmt.Errorf("tracking needs at least --tracking-number and --carrier")
+				}
+				t := tr
+				u.Tracking = &t
+			}
+			if u.Status == "" && u.Tracking == nil {
+				return fmt.Errorf("nothing to publish: give --status and/or tracking flags")
+			}
+			e, err := openEnv(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.close()
+			cl, err := e.producer()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if err := order.PublishFulfillment(cmd.Context(), cl, u); err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+			return printJSON(cmd.OutOrStdout(), u)
+		},
+	}
+	pub.Flags().StringVar(&orderID, "order", "", "order id")
+	pub.Flags().StringVar(&status, "status", "", "SYNCED or FULFILLED")
+	pub.Flags().StringVar(&tr.TrackingNumber, "tracking-number", "", "carrier tracking number")
+	pub.Flags().StringVar(&tr.Carrier, "carrier", "", "carrier name")
+	pub.Flags().StringVar(&tr.TrackingURL, "tracking-url", "", "tracking page URL")
+	pub.Flags().StringVar(&tr.ShipmentStatus, "shipment-status", "", "shipment status, e.g. in_transit, delivered")
+	_ = pub.MarkFlagRequired("order")
+	cmd.AddCommand(pub)
+	return cmd
+}
+
+func replayCmd() *cobra.Command {
+	var name string
+	var wait time.Duration
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "replay --projection NAME",
+		Short: "Rebuild a read model from the log (" + fmt.Sprint(projections.Names()) + ")",
+		Long: "Empties the read model and its stored offsets in one transaction; the projector\n" +
+			"of a running podsvc then rebuilds it from the start of the topic. podctl waits,\n" +
+			"with a progress bar, until the rebuild reaches the log end seen at the start.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, ok := projections.All[name]
+			if !ok {
+				return fmt.Errorf("--projection must be one of %v", projections.Names())
+			}
+			ctx := cmd.Context()
+			e, err := openEnv(ctx)
+			if err != nil {
+				return err
+			}
+			defer e.close()
+			cl, err := e.producer()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.Topic)
+			if err != nil {
+				return fmt.Errorf("read the log end of %s: %w", p.Topic, err)
+			}
+			last := map[int32]int64{}
+			var total int64
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Offset > 0 {
+					last[o.Partition] = o.Offset - 1
+					total += o.Offset
+				}
+			})
+			if err := projections.Reset(ctx, e.pool, name); err != nil {
+				return err
+			}
+			if wait <= 0 {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"projection": name, "reset": true, "records": total})
+			}
+			var bar *progressbar.ProgressBar
+			if !quiet {
+				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+					progressbar.OptionSetDescription("replaying "+name), progressbar.OptionShowCount(),
+					progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"))
+			}
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- stream.WaitApplied(wctx, e.pool, p.Consumer, p.Topic, last) }()
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case err := <-done:
+					if bar != nil {
+						_ = bar.Set64(total)
+						_ = bar.Finish()
+						fmt.Fprintln(cmd.ErrOrStderr())
+					}
+					if err != nil {
+						return fmt.Errorf("the read model was reset, but %w (is podsvc with the projector role running?)", err)
+					}
+					return printJSON(cmd.OutOrStdout(), map[string]any{"projection": name, "reset": true, "records": total, "rebuilt": true})
+				case <-tick.C:
+					if bar != nil {
+						if n, err := projections.Applied(ctx, e.pool, name); err == nil {
+							_ = bar.Set64(min(n, total))
+						}
+					}
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&name, "projection", "", "read model to rebuild: "+fmt.Sprint(projections.Names()))
+	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "wait up to this long for the rebuild (0 = do not wait)")
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress output")
+	_ = cmd.MarkFlagRequired("projection")
+	return cmd
+}

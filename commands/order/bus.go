@@ -1,0 +1,77 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrCommandLog means the command could not be written to the log (Kafka
+// away): nothing was accepted.
+var ErrCommandLog = errors.New("the order command log is unavailable")
+
+// ErrUndecided means the command was written to the log but no decision
+// came within the wait: it will still be decided.
+var ErrUndecided = errors.New("the order command was accepted but not decided in time")
+
+// Bus sends order commands and waits for their decisions.
+type Bus struct {
+	Producer *kgo.Client
+	Pool     *pgxpool.Pool
+	Notify   *pgnotify.Listener // channel NotifyDecided
+}
+
+// Send appends a command to pod.order.commands, keyed by order id, and
+// returns once the broker acknowledged it.
+func Send(ctx context.Context, producer *kgo.Client, c Command) error {
+	value, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	rec := &kgo.Record{Topic: schemas.TopicOrderCommands, Key: []byte(c.OrderID.String()), Value: value,
+		Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCommandLog, err)
+	}
+	return nil
+}
+
+// Decide sends c (unless it was decided already, e.g. a batch item worked a
+// second time) and waits up to wait for its decision.
+func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
+	if d, ok, err := LoadDecision(ctx, b.Pool, c.ID); err != nil {
+		return Decision{}, err
+	} else if ok {
+		return d, nil
+	}
+	if err := Send(ctx, b.Producer, c); err != nil {
+		return Decision{}, err
+	}
+	return b.Await(ctx, c.ID, wait)
+}
+
+// Await waits for the decision of an already sent command.
+func (b *Bus) Await(ctx context.Context, commandID uuid.UUID, wait time.Duration) (Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var dec Decision
+	err := b.Notify.Wait(ctx, NotifyDecided, commandID.String(), 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		d, ok, err := LoadDecision(ctx, b.Pool, commandID)
+		dec = d
+		return ok, err
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Decision{}, ErrUndecided
+	}
+	return dec, err
+}

@@ -1,0 +1,244 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/schemas"
+	"github.com/redis/go-redis/v9"
+)
+
+// SoftDuplicateWindow is how long an order's content blocks an identical
+// order (unless force is true).
+const SoftDuplicateWindow = 24 * time.Hour
+
+// CreateInput is one create-order request.
+type CreateInput struct {
+	AccountID uuid.UUID
+	Body      []byte
+	Via       string // created_via
+	// CommandID identifies the create command. A batch item passes an id
+	// derived from its batch and position, so working it twice finds the
+	// first decision instead of creating a second order.
+	CommandID uuid.UUID
+	// DefaultReference is used when the body has no reference_id.
+	DefaultReference string
+}
+
+// Created is an accepted create.
+type Created struct {
+	Decision Decision
+	Draft    Draft
+	OrderID  uuid.UUID
+	Details  schemas.OrderDetails
+}
+
+// Rejected is a create (or other command) the decider refused.
+type Rejected struct{ Code, Message string }
+
+func (e *Rejected) Error() string { return e.Message }
+
+// DuplicateOrderError is the soft duplicate: the same content within 24 h.
+type DuplicateOrderError struct{ OrderID uuid.UUID }
+
+func (e *DuplicateOrderError) Error() string {
+	return fmt.Sprintf("an order with the same content was created in the last 24 hours (%s); send force: true to create it anyway", e.OrderID)
+}
+
+// Creator runs a create-order request through validation, the soft
+// duplicate check and the decider.
+type Creator struct {
+	Pool   *pgxpool.Pool
+	Bus    *Bus
+	Redis  *redis.Client
+	Prefix string
+	Rates  *RatesCache
+	Log    *slog.Logger
+	Wait   time.Duration // for the decision; default 10s
+}
+
+func (c *Creator) wait() time.Duration {
+	if c.Wait <= 0 {
+		return 10 * time.Second
+	}
+	return c.Wait
+}
+
+// OrderID is the order id of a reference in a store: UUIDv5 of the store id
+// and the reference, so two creates with one reference meet in one
+// partition of pod.order.commands and one decider rejects the second.
+func OrderID(store uuid.UUID, reference string) uuid.UUID {
+	return uuid.NewSHA1(store, []byte(reference))
+}
+
+// Create validates, prices and decides one order.
+func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
+	req, err := DecodeCreate(in.Body)
+	if err != nil {
+		return Created{}, err
+	}
+	variants, err := LoadVariants(ctx, c.Pool, in.AccountID, req.VariantIDs())
+	if err != nil {
+		return Created{}, err
+	}
+	rates, err := c.Rates.Get(ctx)
+	if err != nil {
+		return Created{}, err
+	}
+	draft, err := Validate(req, variants, rates)
+	if err != nil {
+		return Created{}, err
+	}
+	if draft.ReferenceID == "" {
+		draft.ReferenceID = in.DefaultReference
+		if draft.ReferenceID == "" {
+			draft.ReferenceID = "pod-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
+		}
+	}
+	orderID := OrderID(draft.StoreID, draft.ReferenceID)
+	for i := range draft.Lines {
+		draft.Lines[i].LineItemID = uuid.NewSHA1(orderID, fmt.Appendf(nil, "line/%d", i))
+	}
+	cmdID := in.CommandID
+	if cmdID == uuid.Nil {
+		cmdID = uuid.New()
+	}
+
+	dup, release, err := c.softDuplicate(ctx, draft, orderID, cmdID)
+	if err != nil {
+		return Created{}, err
+	}
+	details, err := detailsOf(draft, in.Via, orderID, dup)
+	if err != nil {
+		return Created{}, err
+	}
+	cmd := Command{ID: cmdID, Kind: KindCreate, OrderID: orderID, AccountID: in.AccountID,
+		ReferenceID: draft.ReferenceID, StoreID: draft.StoreID, Details: &details}
+	dec, err := c.Bus.Decide(ctx, cmd, c.wait())
+	if err != nil {
+		if !errors.Is(err, ErrUndecided) {
+			release()
+		}
+		return Created{}, err
+	}
+	if !dec.Accepted() {
+		release()
+		msg := dec.Message
+		if dec.Code == schemas.CodeDuplicateReference {
+			msg = fmt.Sprintf("an order with reference_id %q already exists in this store", draft.ReferenceID)
+		}
+		return Created{}, &Rejected{Code: dec.Code, Message: msg}
+	}
+	return Created{Decision: dec, Draft: draft, OrderID: orderID, Details: details}, nil
+}
+
+func detailsOf(d Draft, via string, orderID uuid.UUID, duplicate bool) (schemas.OrderDetails, error) {
+	customer, err := json.Marshal(d.Customer)
+	if err != nil {
+		return schemas.OrderDetails{}, err
+	}
+	address := json.RawMessage("null")
+	if d.ShippingAddress != nil {
+		if address, err = json.Marshal(d.ShippingAddress); err != nil {
+			return schemas.OrderDetails{}, err
+		}
+	}
+	lines, err := json.Marshal(d.Lines)
+	if err != nil {
+		return schemas.OrderDetails{}, err
+	}
+	pricing, err := json.Marshal(d.Pricing)
+	if err != nil {
+		return schemas.OrderDetails{}, err
+	}
+	if via == "" {
+		via = "api"
+	}
+	return schemas.OrderDetails{CreatedVia: via, Duplicate: duplicate, IdempotencyKey: uuid.NewSHA1(orderID, []byte("push")),
+		Customer: customer, ShippingAddress: address, LabelLink: d.LabelLink, TrackingNumber: d.TrackingNumber,
+		ShippingService: d.ShippingService, AddonService: d.AddonService, Note: d.Note, Tags: d.Tags,
+		Lines: lines, Pricing: pricing}, nil
+}
+
+// softDuplicate claims the draft's content hash for orderID in Redis for
+// 24 hours. When another order holds it, that order is a soft duplicate:
+// an error without force, duplicate=true with it. The returned release
+// gives the claim back when this create does not happen. Redis being away
+// skips the check (the reference_id rule still holds): a soft check must
+// not stop intake.
+func (c *Creator) softDuplicate(ctx context.Context, d Draft, orderID, cmdID uuid.UUID) (bool, func(), error) {
+	noop := func() {}
+	if c.Redis == nil {
+		return false, noop, nil
+	}
+	key := c.Prefix + "dup:" + d.StoreID.String() + ":" + d.ContentHash
+	mine := orderID.String() + "|" + cmdID.String()
+	for range 3 {
+		if !d.Force {
+			ok, err := c.Redis.SetNX(ctx, key, mine, SoftDuplicateWindow).Result()
+			if err != nil {
+				c.Log.Warn("soft duplicate check skipped: redis unavailable", "err", err)
+				return false, noop, nil
+			}
+			if ok {
+				return false, func() { c.releaseClaim(key, mine) }, nil
+			}
+		}
+		held, err := c.Redis.Get(ctx, key).Result()
+		if errors.Is(err, redis.Nil) {
+			if d.Force {
+				return false, noop, nil
+			}
+			continue // expired in between: claim again
+		}
+		if err != nil {
+			c.Log.Warn("soft duplicate check skipped: redis unavailable", "err", err)
+			return false, noop, nil
+		}
+		heldOrder, heldCmd, _ := strings.Cut(held, "|")
+		if heldOrder == orderID.String() {
+			// The same reference again: the decider answers (409
+			// DUPLICATE_REFERENCE_ID, or the first decision for a command
+			// sent twice).
+			return false, noop, nil
+		}
+		other, err1 := uuid.Parse(heldOrder)
+		otherCmd, err2 := uuid.Parse(heldCmd)
+		if err1 != nil || err2 != nil {
+			c.Redis.Del(ctx, key)
+			continue
+		}
+		// The holder may still be in flight: its decision tells whether it
+		// exists.
+		dec, err := c.Bus.Await(ctx, otherCmd, c.wait())
+		if err == nil && dec.Accepted() {
+			if d.Force {
+				return true, noop, nil
+			}
+			return false, noop, &DuplicateOrderError{OrderID: other}
+		}
+		if err != nil && !errors.Is(err, ErrUndecided) {
+			return false, noop, err
+		}
+		// The holder was never created: take its place.
+		c.releaseClaim(key, held)
+	}
+	return false, noop, nil
+}
+
+var releaseScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+func (c *Creator) releaseClaim(key, value string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := releaseScript.Run(ctx, c.Redis, []string{key}, value).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		c.Log.Warn("releasing soft duplicate claim failed", "err", err)
+	}
+}

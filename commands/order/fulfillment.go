@@ -1,0 +1,62 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// FulfillmentBridgeName is the consumer that turns fulfillment updates into
+// order commands.
+const FulfillmentBridgeName = "fulfillment-bridge"
+
+// FulfillmentBridge forwards pod.fulfillment.updates to the order decider
+// as fulfillment commands (command id derived from the update id, so an
+// update forwarded twice is decided once).
+func FulfillmentBridge(producer *kgo.Client, log *slog.Logger) stream.Consumer {
+	return stream.Consumer{
+		Name:   FulfillmentBridgeName,
+		Topics: []string{schemas.TopicFulfillmentUpdates},
+		Handle: func(ctx context.Context, _ pgx.Tx, recs []*kgo.Record) error {
+			var out []*kgo.Record
+			for _, rec := range recs {
+				var u schemas.FulfillmentUpdate
+				if err := json.Unmarshal(rec.Value, &u); err != nil || u.ID == uuid.Nil || u.OrderID == uuid.Nil {
+					log.Error("dropping malformed fulfillment update", "offset", rec.Offset, "err", err)
+					continue
+				}
+				c := Command{ID: uuid.NewSHA1(u.ID, []byte("fulfillment")), Kind: KindFulfillment, OrderID: u.OrderID,
+					Status: u.Status, Tracking: u.Tracking}
+				value, err := json.Marshal(c)
+				if err != nil {
+					return err
+				}
+				out = append(out, &kgo.Record{Topic: schemas.TopicOrderCommands, Key: []byte(u.OrderID.String()), Value: value,
+					Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}})
+			}
+			if len(out) == 0 {
+				return nil
+			}
+			if err := producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
+				return fmt.Errorf("forward fulfillment updates: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// PublishFulfillment writes one update to pod.fulfillment.updates.
+func PublishFulfillment(ctx context.Context, producer *kgo.Client, u schemas.FulfillmentUpdate) error {
+	value, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	return producer.ProduceSync(ctx, &kgo.Record{Topic: schemas.TopicFulfillmentUpdates, Key: []byte(u.OrderID.String()), Value: value}).FirstErr()
+}

@@ -1,0 +1,249 @@
+// Package push is the push process manager: it turns order events into
+// pushes to the store platform, and push results back into order commands.
+package push
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ConsumerName is the process manager's consumer group and offsets key.
+const ConsumerName = "push-manager"
+
+// NotifyJobs wakes push workers when jobs were added.
+const (
+	NotifyJobs = "push_jobs"
+	jobsAdded  = "added"
+)
+
+// Job kinds.
+const (
+	JobStart     = "start"
+	JobPush      = "push"
+	JobAutoRetry = "auto_retry"
+)
+
+// Manager runs the consumer that records push jobs and the workers that
+// carry them out. Jobs live in Postgres, written in the same transaction as
+// the consumed offsets, so a restart loses none and a retry timer survives
+// it; a job is deleted only after its command reached the log.
+type Manager struct {
+	Pool        *pgxpool.Pool
+	Producer    *kgo.Client
+	Platform    *Client
+	Notify      *pgnotify.Listener // channel NotifyJobs
+	Log         *slog.Logger
+	RetryDelays []time.Duration // waits before the automatic retries
+	Workers     int             // default 4
+	Lease       time.Duration   // how long a claimed job is held; default 2m
+}
+
+// Consumer records jobs from pod.order.events.
+func (m *Manager) Consumer() stream.Consumer {
+	return stream.Consumer{Name: ConsumerName, Topics: []string{schemas.TopicOrderEvents}, Handle: m.handle}
+}
+
+func (m *Manager) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	b := &pgx.Batch{}
+	added := false
+	for _, rec := range recs {
+		ev, err := schemas.ParseEvent(rec.Value)
+		if err != nil {
+			m.Log.Error("skipping undecodable order event", "offset", rec.Offset, "err", err)
+			continue
+		}
+		var d schemas.OrderEventData
+		if err := ev.Decode(&d); err != nil {
+			m.Log.Error("skipping undecodable order event", "event_id", ev.ID, "err", err)
+			continue
+		}
+		o := d.Order
+		status := ""
+		if o.ClientStatus != nil {
+			status = *o.ClientStatus
+		}
+		version := 0
+		for _, h := range rec.Headers {
+			if h.Key == schemas.HeaderOrderVersion {
+				_, _ = fmt.Sscan(string(h.Value), &version)
+			}
+		}
+		job := func(kind string, attempt int, due time.Time) {
+			added = true
+			b.Queue(`INSERT INTO push_jobs (order_id, store_id, kind, attempt, due_at) VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT DO NOTHING`, o.ID, o.StoreID, kind, attempt, due)
+		}
+		switch ev.Type {
+		case schemas.TypeOrderCreated:
+			if d.Created == nil {
+				continue
+			}
+			payload, err := json.Marshal(Order{OrderID: o.ID, ReferenceID: o.ReferenceID, Customer: d.Created.Customer,
+				ShippingAddress: d.Created.ShippingAddress, LabelLink: d.Created.LabelLink, TrackingNumber: d.Created.TrackingNumber,
+				ShippingService: d.Created.ShippingService, LineItems: d.Created.Lines, Note: d.Created.Note, Tags: d.Created.Tags})
+			if err != nil {
+				return err
+			}
+			b.Queue(`INSERT INTO push_orders (order_id, account_id, store_id, idempotency_key, payload) VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT DO NOTHING`, o.ID, o.AccountID, o.StoreID, d.Created.IdempotencyKey, payload)
+			job(JobStart, version, o.CreatedAt)
+		case schemas.TypeOrderStatusUpdated:
+			p := d.Push
+			switch {
+			case status == schemas.StatusPending:
+				job(JobStart, version, ev.OccurredAt)
+			case status == schemas.StatusProcessing && p != nil:
+				job(JobPush, p.Attempt, ev.OccurredAt)
+			case status == schemas.StatusFailed && p != nil && p.AutoRetries < len(m.RetryDelays) && p.AutoRetries < order.MaxAutoRetries:
+				job(JobAutoRetry, p.Attempt, ev.OccurredAt.Add(m.RetryDelays[p.AutoRetries]))
+			}
+		case schemas.TypeOrderCancelled:
+			b.Queue(`DELETE FROM push_jobs WHERE order_id = $1`, o.ID)
+		}
+	}
+	if added {
+		b.Queue(`SELECT pg_notify($1, $2)`, NotifyJobs, jobsAdded)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+type job struct {
+	orderID uuid.UUID
+	storeID uuid.UUID
+	kind    string
+	attempt int
+}
+
+// Run runs the workers until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	if m.Workers <= 0 {
+		m.Workers = 4
+	}
+	if m.Lease <= 0 {
+		m.Lease = 2 * time.Minute
+	}
+	wake, stop := m.Notify.Subscribe(NotifyJobs, jobsAdded)
+	defer stop()
+	var wg sync.WaitGroup
+	for range m.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				j, ok, err := m.claim(ctx)
+				if err != nil && ctx.Err() == nil {
+					m.Log.Warn("claiming a push job failed", "err", err)
+				}
+				if !ok {
+					select {
+					case <-ctx.Done():
+					case <-wake:
+					case <-time.After(500 * time.Millisecond):
+					}
+					continue
+				}
+				if err := m.work(ctx, j); err != nil {
+					// The lease runs out and the job is tried again.
+					m.Log.Warn("push job failed; it will be retried", "order", j.orderID, "kind", j.kind, "err", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// claim leases the next due job. A store's next start waits until none of
+// its pushes is in flight, so each store's queue drains oldest first, one
+// push at a time, as the platform's per-shop limits expect.
+func (m *Manager) claim(ctx context.Context) (job, bool, error) {
+	var j job
+	err := m.Pool.QueryRow(ctx, `UPDATE push_jobs SET leased_until = now() + $1::interval
+		WHERE (order_id, kind, attempt) = (
+			SELECT order_id, kind, attempt FROM push_jobs j
+			WHERE due_at <= now() AND (leased_until IS NULL OR leased_until < now())
+			AND (kind <> 'start' OR NOT EXISTS (SELECT 1 FROM push_jobs p WHERE p.store_id = j.store_id AND p.kind = 'push'))
+			ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING order_id, store_id, kind, attempt`, m.Lease.String()).Scan(&j.orderID, &j.storeID, &j.kind, &j.attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return job{}, false, nil
+	}
+	return j, err == nil, err
+}
+
+func (m *Manager) work(ctx context.Context, j job) error {
+	var cmd order.Command
+	switch j.kind {
+	case JobStart:
+		cmd = order.Command{Kind: order.KindStartPush}
+	case JobAutoRetry:
+		cmd = order.Command{Kind: order.KindAutoRetry, Attempt: j.attempt}
+	case JobPush:
+		var err error
+		if cmd, err = m.push(ctx, j); err != nil {
+			return err
+		}
+	default:
+		m.Log.Error("dropping unknown push job", "kind", j.kind)
+	}
+	if cmd.Kind != "" {
+		// Ids derive from the job, so a job worked twice sends a command
+		// the decider already decided.
+		cmd.ID = uuid.NewSHA1(j.orderID, fmt.Appendf(nil, "%s/%d", j.kind, j.attempt))
+		cmd.OrderID = j.orderID
+		if err := order.Send(ctx, m.Producer, cmd); err != nil {
+			return err
+		}
+	}
+	_, err := m.Pool.Exec(context.WithoutCancel(ctx), `DELETE FROM push_jobs WHERE order_id = $1 AND kind = $2 AND attempt = $3`,
+		j.orderID, j.kind, j.attempt)
+	return err
+}
+
+// push calls the platform once (the client retries transient errors) and
+// returns the command reporting the outcome.
+func (m *Manager) push(ctx context.Context, j job) (order.Command, error) {
+	var payload []byte
+	var key uuid.UUID
+	var domain *string
+	err := m.Pool.QueryRow(ctx, `SELECT o.payload, o.idempotency_key, s.shop_domain FROM push_orders o
+		LEFT JOIN stores s ON s.store_id = o.store_id WHERE o.order_id = $1`, j.orderID).Scan(&payload, &key, &domain)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return order.Command{Kind: order.KindFailPush, Attempt: j.attempt, Error: "order content not found"}, nil
+	}
+	if err != nil {
+		return order.Command{}, err
+	}
+	if domain == nil {
+		return order.Command{Kind: order.KindFailPush, Attempt: j.attempt, Error: "store not found"}, nil
+	}
+	var o Order
+	if err := json.Unmarshal(payload, &o); err != nil {
+		return order.Command{}, err
+	}
+	res, err := m.Platform.CreateOrder(ctx, *domain, key, o)
+	if ctx.Err() != nil {
+		return order.Command{}, ctx.Err() // shutting down: the next owner pushes again (same key)
+	}
+	if err != nil {
+		return order.Command{Kind: order.KindFailPush, Attempt: j.attempt, Error: err.Error()}, nil
+	}
+	return order.Command{Kind: order.KindCompletePush, Attempt: j.attempt,
+		PlatformOrderID: res.PlatformOrderID, PlatformOrderNumber: res.PlatformOrderNumber}, nil
+}

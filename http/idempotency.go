@@ -1,0 +1,112 @@
+package http
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/printpod/pod/schemas"
+	"github.com/redis/go-redis/v9"
+)
+
+// IdempotencyWindow is how long a POST's response is kept for replay.
+const IdempotencyWindow = 24 * time.Hour
+
+// stored is a finished response kept for replay.
+type stored struct {
+	State  string `json:"state"` // "pending" or "done"
+	Digest string `json:"digest"`
+	Status int    `json:"status,omitempty"`
+	Body   []byte `json:"body,omitempty"`
+}
+
+// idempotency makes a POST with an Idempotency-Key header replay its first
+// response byte for byte for 24 h. The same key with another body (or
+// path) is 422 IDEMPOTENCY_KEY_REUSED; a request arriving while the first
+// is still running waits for it. 5xx answers are not kept, so the client
+// can try again with the same key.
+func idempotency(rdb *redis.Client, prefix string, wait time.Duration, log *slog.Logger) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		key := strings.TrimSpace(c.Get("Idempotency-Key"))
+		if c.Method() != fiber.MethodPost || key == "" {
+			return c.Next()
+		}
+		if len(key) > 255 {
+			return Validation("Idempotency-Key", "Idempotency-Key must be at most 255 characters")
+		}
+		if rdb == nil {
+			return Unavailable("the idempotency store (Redis)")
+		}
+		sum := sha256.Sum256(append([]byte(c.Method()+" "+c.Path()+"\n"), c.Body()...))
+		digest := hex.EncodeToString(sum[:])
+		rkey := prefix + "idem:" + accountOf(c).String() + ":" + key
+		ctx := c.UserContext()
+		pending, _ := json.Marshal(stored{State: "pending", Digest: digest})
+
+		deadline := time.Now().Add(wait)
+		for {
+			// A pending marker lives briefly: a process that died mid-request
+			// does not block the key for a day.
+			ok, err := rdb.SetNX(ctx, rkey, pending, 2*time.Minute).Result()
+			if err != nil {
+				log.Warn("idempotency store unavailable", "err", err)
+				return Unavailable("the idempotency store (Redis)")
+			}
+			if ok {
+				break
+			}
+			raw, err := rdb.Get(ctx, rkey).Bytes()
+			if errors.Is(err, redis.Nil) {
+				continue // expired or released in between
+			}
+			if err != nil {
+				return Unavailable("the idempotency store (Redis)")
+			}
+			var prev stored
+			if json.Unmarshal(raw, &prev) != nil {
+				rdb.Del(ctx, rkey)
+				continue
+			}
+			if prev.Digest != digest {
+				return &Error{Status: fiber.StatusUnprocessableEntity, Code: schemas.CodeIdempotencyReused,
+					Message: "this Idempotency-Key was used with a different request body; use a new key for a new request",
+					Details: map[string]any{"field": "Idempotency-Key"}}
+			}
+			if prev.State == "done" {
+				c.Set("Idempotent-Replayed", "true")
+				c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+				return c.Status(prev.Status).Send(prev.Body)
+			}
+			if time.Now().After(deadline) {
+				return &Error{Status: fiber.StatusConflict, Code: "IDEMPOTENCY_KEY_IN_USE", RetryAfter: 1,
+					Message: "a request with this Idempotency-Key is still being processed; repeat it shortly"}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+
+		err := c.Next()
+		if err != nil {
+			// Render the error now, so the stored bytes are what was sent.
+			if herr := c.App().ErrorHandler(c, err); herr != nil {
+				return herr
+			}
+		}
+		status := c.Response().StatusCode()
+		bg, cancel := contextWithTimeout(2 * time.Second)
+		defer cancel()
+		if status >= 500 {
+			rdb.Del(bg, rkey)
+			return nil
+		}
+		done, _ := json.Marshal(stored{State: "done", Digest: digest, Status: status, Body: append([]byte(nil), c.Response().Body()...)})
+		if err := rdb.Set(bg, rkey, done, IdempotencyWindow).Err(); err != nil {
+			log.Warn("idempotent response not stored", "err", err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,222 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/pgnotify"
+	orderrm "github.com/printpod/pod/projections/order"
+	"github.com/printpod/pod/schemas"
+)
+
+// Orders is what the order endpoints need.
+type Orders struct {
+	Creator *order.Creator
+	Bus     *order.Bus
+	Queries orderrm.Queries
+	Notify  *pgnotify.Listener // channels order.NotifyDecided and orderrm.NotifyProjected
+	// Wait bounds the wait for a decision and for the read model; default 10s.
+	Wait time.Duration
+}
+
+func (o *Orders) wait() time.Duration {
+	if o.Wait <= 0 {
+		return 10 * time.Second
+	}
+	return o.Wait
+}
+
+var statuses = []string{schemas.StatusPending, schemas.StatusProcessing, schemas.StatusSuccess, schemas.StatusSynced,
+	schemas.StatusFulfilled, schemas.StatusFailed, schemas.StatusCancelled}
+
+// create answers one create-order body: the status and the value to send.
+// Both the POST handler and the batch worker use it, so a batch item's
+// result is exactly what a single create would have answered.
+func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
+	created, err := o.Creator.Create(ctx, in)
+	if err != nil {
+		e := orderError(err)
+		return e.Status, e
+	}
+	if err := o.awaitProjection(ctx, created.OrderID, created.Decision.Version); err != nil {
+		// The order exists (decided and durable); only the read model lags.
+		return fiber.StatusCreated, createdFromDraft(created)
+	}
+	res, err := o.Queries.Get(ctx, in.AccountID, created.OrderID)
+	if err != nil {
+		return fiber.StatusCreated, createdFromDraft(created)
+	}
+	if res, err = o.Queries.WithStatus(ctx, res, created.Decision.Status); err != nil {
+		e := toAPIError(err)
+		return e.Status, e
+	}
+	return fiber.StatusCreated, res
+}
+
+func createdFromDraft(c order.Created) orderrm.Order {
+	d := c.Draft
+	pricing, _ := marshalJSON(d.Pricing)
+	return orderrm.Order{OrderID: c.OrderID, ReferenceID: d.ReferenceID, StoreID: d.StoreID, Status: schemas.StatusPending,
+		Duplicate: c.Details.Duplicate, AddonService: d.AddonService, Pricing: pricing, CreatedVia: c.Details.CreatedVia}
+}
+
+// orderError maps an order command failure to its API error.
+func orderError(err error) *Error {
+	var fe *order.FieldError
+	var dup *order.DuplicateOrderError
+	var rej *order.Rejected
+	switch {
+	case errors.As(err, &fe):
+		return Validation(fe.Field, fe.Message)
+	case errors.As(err, &dup):
+		return &Error{Status: fiber.StatusConflict, Code: schemas.CodeDuplicateOrder, Message: dup.Error(),
+			Details: map[string]any{"order_id": dup.OrderID}}
+	case errors.As(err, &rej):
+		status := fiber.StatusConflict
+		switch rej.Code {
+		case schemas.CodeNotFound:
+			return NotFound("order")
+		case schemas.CodeValidation:
+			status = fiber.StatusBadRequest
+		}
+		return &Error{Status: status, Code: rej.Code, Message: rej.Message}
+	case errors.Is(err, order.ErrCommandLog):
+		return Unavailable("the order log (Kafka)")
+	case errors.Is(err, order.ErrUndecided):
+		return &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+			Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key, or look the order up, to learn the outcome"}
+	}
+	return toAPIError(err)
+}
+
+// awaitProjection waits until the read model holds version of the order.
+func (o *Orders) awaitProjection(ctx context.Context, id uuid.UUID, version int) error {
+	ctx, cancel := context.WithTimeout(ctx, o.wait())
+	defer cancel()
+	return o.Notify.Wait(ctx, orderrm.NotifyProjected, id.String(), 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		v, err := o.Queries.Version(ctx, id)
+		return v >= version, err
+	})
+}
+
+func (o *Orders) postOrder(c *fiber.Ctx) error {
+	status, body := o.create(c.UserContext(), order.CreateInput{AccountID: accountOf(c), Body: c.Body(), Via: "api"})
+	if e, ok := body.(*Error); ok {
+		return e
+	}
+	return c.Status(status).JSON(body)
+}
+
+func (o *Orders) listOrders(c *fiber.Ctx) error {
+	limit, err := parseLimit(c)
+	if err != nil {
+		return err
+	}
+	f := orderrm.Filter{Status: c.Query("status"), Limit: limit}
+	if f.Status != "" && !slices.Contains(statuses, f.Status) {
+		return Validation("status", "status must be one of PENDING, PROCESSING, SUCCESS, SYNCED, FULFILLED, FAILED, CANCELLED")
+	}
+	for _, p := range []struct {
+		name string
+		dst  **time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		raw := c.Query(p.name)
+		if raw == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, raw)
+		if err != nil {
+			return Validation(p.name, p.name+" must be an ISO 8601 date-time such as 2026-01-31T00:00:00Z")
+		}
+		*p.dst = &t
+	}
+	var after orderrm.Key
+	has, err := parseCursor(c, &after)
+	if err != nil {
+		return err
+	}
+	if has {
+		f.After = &after
+	}
+	orders, more, err := o.Queries.List(c.UserContext(), accountOf(c), f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(page(orders, more, func(x orderrm.Order) any { return orderrm.Key{CreatedAt: x.CreatedAt, ID: x.OrderID} }))
+}
+
+func (o *Orders) getOrder(c *fiber.Ctx) error {
+	id, err := pathUUID(c, "order_id")
+	if err != nil {
+		return err
+	}
+	d, err := o.Queries.Detail(c.UserContext(), accountOf(c), id)
+	if errors.Is(err, orderrm.ErrNotFound) {
+		return NotFound("order")
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(d)
+}
+
+func (o *Orders) getQueue(c *fiber.Ctx) error {
+	id, err := pathUUID(c, "order_id")
+	if err != nil {
+		return err
+	}
+	r, err := o.Queries.Queue(c.UserContext(), accountOf(c), id)
+	if errors.Is(err, orderrm.ErrNotFound) {
+		return NotFound("order")
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(r)
+}
+
+// command answers retry and cancel: the decider decides, the response
+// shows the order as the decision left it.
+func (o *Orders) command(kind string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := pathUUID(c, "order_id")
+		if err != nil {
+			return err
+		}
+		ctx, account := c.UserContext(), accountOf(c)
+		// A quick 404 for ids the account does not have (the decider
+		// would answer the same, after a round trip through the log).
+		if _, err := o.Queries.Get(ctx, account, id); errors.Is(err, orderrm.ErrNotFound) {
+			if _, known, _ := order.LoadState(ctx, o.Bus.Pool, account, id); !known {
+				return NotFound("order")
+			}
+		}
+		dec, err := o.Bus.Decide(ctx, order.Command{ID: uuid.New(), Kind: kind, OrderID: id, AccountID: account}, o.wait())
+		if err != nil {
+			return orderError(err)
+		}
+		if !dec.Accepted() {
+			return orderError(&order.Rejected{Code: dec.Code, Message: dec.Message})
+		}
+		if err := o.awaitProjection(ctx, id, dec.Version); err != nil {
+			return Unavailable("the order read model")
+		}
+		res, err := o.Queries.Get(ctx, account, id)
+		if err != nil {
+			return err
+		}
+		if res, err = o.Queries.WithStatus(ctx, res, dec.Status); err != nil {
+			return err
+		}
+		return c.JSON(res)
+	}
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

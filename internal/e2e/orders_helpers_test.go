@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/app"
+	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/podtest"
+	"github.com/printpod/pod/internal/testenv"
+	catalogrm "github.com/printpod/pod/projections/catalog"
+	orderrm "github.com/printpod/pod/projections/order"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// fastPushes makes automatic push retries quick enough for tests.
+func fastPushes(c *config.Config) {
+	c.PushRetryDelays = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
+}
+
+// variant returns a variant of an ACTIVE product of category in the demo
+// store with storeStatus.
+func (d demoEnv) variant(t *testing.T, storeStatus, category string) catalogrm.Variant {
+	t.Helper()
+	st := d.store(t, storeStatus)
+	var page struct{ Data []catalogrm.Product }
+	d.client.Get("/v1/stores/"+st.StoreID.String()+"/products?status=ACTIVE&limit=100").JSON(t, &page)
+	for _, p := range page.Data {
+		for _, v := range p.Variants {
+			if v.Category == category {
+				return v
+			}
+		}
+	}
+	t.Fatalf("no ACTIVE %s variant in the %s demo store", category, storeStatus)
+	return catalogrm.Variant{}
+}
+
+// tshirtOrder is a valid standard order of one t-shirt line.
+func tshirtOrder(variant uuid.UUID, ref string, qty int) map[string]any {
+	body := map[string]any{
+		"customer": map[string]any{"email": "ada@example.com", "first_name": "Ada", "last_name": "Lovelace"},
+		"shipping_address": map[string]any{"address1": "1 Main St", "city": "Austin", "province": "TX",
+			"country_code": "US", "zip": "78701"},
+		"line_items": []any{map[string]any{"variant_id": variant, "quantity": qty,
+			"sides": map[string]any{"front_side": "https://img.example.com/" + ref + ".png"}}},
+	}
+	if ref != "" {
+		body["reference_id"] = ref
+	}
+	return body
+}
+
+type orderDetail struct {
+	orderrm.Order
+	Customer         map[string]any    `json:"customer"`
+	ShippingAddress  map[string]any    `json:"shipping_address"`
+	LineItems        []map[string]any  `json:"line_items"`
+	DeliveryAttempts []orderrm.Attempt `json:"delivery_attempts"`
+	Tracking         map[string]any    `json:"tracking"`
+	PlatformOrderID  *string           `json:"platform_order_id"`
+}
+
+func (d demoEnv) detail(t *testing.T, c *testenv.Client, id uuid.UUID) orderDetail {
+	t.Helper()
+	r := c.Get("/v1/orders/pod/" + id.String())
+	if r.Status != 200 {
+		t.Fatalf("GET order %s: %d %s", id, r.Status, r.Body)
+	}
+	var o orderDetail
+	r.JSON(t, &o)
+	return o
+}
+
+// waitStatus waits until the order reaches status.
+func (d demoEnv) waitStatus(t *testing.T, c *testenv.Client, id uuid.UUID, status string) orderDetail {
+	t.Helper()
+	var o orderDetail
+	testenv.Eventually(t, 30*time.Second, func() error {
+		o = d.detail(t, c, id)
+		if o.Status != status {
+			return fmt.Errorf("order %s is %s, waiting for %s", id, o.Status, status)
+		}
+		return nil
+	})
+	return o
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func doRaw(t *testing.T, req *http.Request) testenv.Response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testenv.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+func startApp(t *testing.T, cfg config.Config) *app.App {
+	t.Helper()
+	return podtest.Start(t, cfg)
+}
+
+// orderEvents reads pod.order.events from the start until it has want
+// events of the order, deduplicated by event id, in log order; each is
+// checked against its JSON Schema.
+func orderEvents(t *testing.T, d demoEnv, id uuid.UUID, want int) []schemas.Event {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.app.Brokers...), kgo.ConsumeTopics(schemas.TopicOrderEvents),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []schemas.Event
+	seen := map[uuid.UUID]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(out) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("got %d of %d events of order %s", len(out), want, id)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) != id.String() {
+				return
+			}
+			ev, err := schemas.ParseEvent(r.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.ValidateEvent(r.Value); err != nil {
+				t.Errorf("event %s %s does not match its schema: %v\n%s", ev.Type, ev.ID, err, r.Value)
+			}
+			if !seen[ev.ID] {
+				seen[ev.ID] = true
+				out = append(out, ev)
+			}
+		})
+	}
+	return out
+}

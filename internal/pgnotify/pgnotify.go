@@ -1,0 +1,144 @@
+// Package pgnotify lets many goroutines wait for Postgres NOTIFY messages
+// over one listening connection. A waiter always re-checks the database
+// itself, on every notification and on a short tick, so a notification lost
+// while the connection was being re-established costs latency, not
+// correctness.
+package pgnotify
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Listener listens on a fixed set of channels.
+type Listener struct {
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	channels []string
+
+	mu   sync.Mutex
+	subs map[key]map[chan struct{}]struct{}
+}
+
+type key struct{ channel, payload string }
+
+// New returns a listener; Run must be running for notifications to arrive.
+func New(pool *pgxpool.Pool, log *slog.Logger, channels ...string) *Listener {
+	return &Listener{pool: pool, log: log, channels: channels, subs: map[key]map[chan struct{}]struct{}{}}
+}
+
+// Run holds a connection that LISTENs on the channels until ctx ends,
+// reconnecting after failures.
+func (l *Listener) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := l.listen(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("notification listener failed; reconnecting", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+func (l *Listener) listen(ctx context.Context) error {
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection carried LISTEN state: never hand it back to the pool.
+	defer func() {
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+	}()
+	for _, ch := range l.channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	l.wakeAll() // anything sent while not listening: let waiters re-check
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		l.wake(key{n.Channel, n.Payload})
+	}
+}
+
+func (l *Listener) wake(k key) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ch := range l.subs[k] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *Listener) wakeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, set := range l.subs {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// Subscribe returns a channel that receives a signal (coalesced) whenever
+// channel gets a notification with payload, or the connection was
+// re-established; call cancel when done.
+func (l *Listener) Subscribe(channel, payload string) (<-chan struct{}, func()) {
+	k := key{channel, payload}
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	if l.subs[k] == nil {
+		l.subs[k] = map[chan struct{}]struct{}{}
+	}
+	l.subs[k][ch] = struct{}{}
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		delete(l.subs[k], ch)
+		if len(l.subs[k]) == 0 {
+			delete(l.subs, k)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// Wait returns once check reports done, re-checking whenever channel gets
+// a notification with payload, and at least every poll. It returns ctx's
+// error when ctx ends first.
+func (l *Listener) Wait(ctx context.Context, channel, payload string, poll time.Duration, check func(context.Context) (bool, error)) error {
+	ch, cancel := l.Subscribe(channel, payload)
+	defer cancel()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		done, err := check(ctx)
+		if err != nil && ctx.Err() == nil {
+			// A failed check (Postgres blip) is retried on the next wake.
+			done = false
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,147 @@
+// Package order builds the order read models (list, detail, push attempts,
+// queue) from pod.order.events and answers the queries the GET endpoints
+// make.
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ConsumerName is the projector's consumer group and offsets key.
+const ConsumerName = "projections.orders"
+
+// NotifyProjected is the Postgres channel on which the projector announces
+// an order it changed (payload: the order id).
+const NotifyProjected = "order_projected"
+
+// Tables are the read model tables this projector owns (podctl replay
+// empties them), children first.
+var Tables = []string{"order_push_attempts", "orders"}
+
+// Projector returns the consumer that builds the order read model. Every
+// write is conditional on the order's version (record header), so an event
+// published twice is applied once.
+func Projector(log *slog.Logger) stream.Consumer {
+	return stream.Consumer{
+		Name:   ConsumerName,
+		Topics: []string{schemas.TopicOrderEvents},
+		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+			batch := &pgx.Batch{}
+			var touched []string
+			seen := map[uuid.UUID]bool{}
+			for _, rec := range recs {
+				ev, err := schemas.ParseEvent(rec.Value)
+				if err != nil {
+					log.Error("skipping undecodable order event", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+					continue
+				}
+				version := headerInt(rec, schemas.HeaderOrderVersion)
+				var d schemas.OrderEventData
+				if err := ev.Decode(&d); err != nil || version <= 0 {
+					log.Error("skipping order event without data or version", "event_id", ev.ID, "offset", rec.Offset, "err", err)
+					continue
+				}
+				queue(batch, ev, d, version)
+				if !seen[d.Order.ID] {
+					seen[d.Order.ID] = true
+					touched = append(touched, d.Order.ID.String())
+				}
+			}
+			if len(touched) > 0 {
+				batch.Queue(`SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id`, NotifyProjected, touched)
+			}
+			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+				return fmt.Errorf("apply order events: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+func headerInt(rec *kgo.Record, key string) int {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			n, _ := strconv.Atoi(string(h.Value))
+			return n
+		}
+	}
+	return 0
+}
+
+func queue(b *pgx.Batch, ev schemas.Event, d schemas.OrderEventData, version int) {
+	o := d.Order
+	at := ev.OccurredAt
+	switch ev.Type {
+	case schemas.TypeOrderCreated:
+		c := d.Created
+		if c == nil {
+			return
+		}
+		b.Queue(`INSERT INTO orders (order_id, account_id, store_id, reference_id, status, duplicate, addon_service,
+			pricing, created_via, customer, shipping_address, label_link, tracking_number, shipping_service, note, tags,
+			line_items, idempotency_key, queued_at, created_at, updated_at, version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULLIF($12, ''), NULLIF($13, ''), $14, NULLIF($15, ''),
+			NULLIF($16, ''), $17, $18, $19, $19, $20, $21)
+			ON CONFLICT (order_id) DO NOTHING`,
+			o.ID, o.AccountID, o.StoreID, o.ReferenceID, schemas.StatusPending, c.Duplicate, nonNil(c.AddonService),
+			jsonOrNull(c.Pricing), c.CreatedVia, jsonOrNull(c.Customer), jsonOrNull(c.ShippingAddress), c.LabelLink,
+			c.TrackingNumber, c.ShippingService, c.Note, c.Tags, jsonOrNull(c.Lines), c.IdempotencyKey, o.CreatedAt,
+			o.UpdatedAt, version)
+	case schemas.TypeOrderStatusUpdated, schemas.TypeOrderCancelled:
+		to := schemas.StatusCancelled
+		if o.ClientStatus != nil {
+			to = *o.ClientStatus
+		}
+		var platformID, platformNumber string
+		if p := d.Push; p != nil && to == schemas.StatusSuccess {
+			platformID, platformNumber = p.PlatformOrderID, p.PlatformOrderNumber
+		}
+		b.Queue(`UPDATE orders SET status = $3, updated_at = $4, version = $2,
+			queued_at = CASE WHEN $3 = 'PENDING' THEN $5 ELSE queued_at END,
+			platform_order_id = COALESCE(NULLIF($6, ''), platform_order_id),
+			platform_order_number = COALESCE(NULLIF($7, ''), platform_order_number)
+			WHERE order_id = $1 AND version < $2`,
+			o.ID, version, to, o.UpdatedAt, at, platformID, platformNumber)
+		if p := d.Push; p != nil {
+			switch to {
+			case schemas.StatusProcessing:
+				b.Queue(`INSERT INTO order_push_attempts (order_id, attempt, started_at) SELECT $1, $2, $3
+					WHERE EXISTS (SELECT 1 FROM orders WHERE order_id = $1) ON CONFLICT DO NOTHING`, o.ID, p.Attempt, at)
+			case schemas.StatusSuccess, schemas.StatusFailed:
+				outcome := "success"
+				if to == schemas.StatusFailed {
+					outcome = "failed"
+				}
+				b.Queue(`UPDATE order_push_attempts SET finished_at = $3, outcome = $4, error = NULLIF($5, '')
+					WHERE order_id = $1 AND attempt = $2`, o.ID, p.Attempt, at, outcome, p.Error)
+			}
+		}
+	case schemas.TypeTrackingCreated, schemas.TypeTrackingUpdated:
+		b.Queue(`UPDATE orders SET tracking = $3, shipment_status = $4, updated_at = $5, version = $2
+			WHERE order_id = $1 AND version < $2`, o.ID, version, d.Tracking, o.ShipmentStatus, o.UpdatedAt)
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func jsonOrNull(raw json.RawMessage) any {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return string(raw)
+}
