@@ -169,17 +169,17 @@ func (b *Batches) status(ctx context.Context, account, id uuid.UUID, items bool)
 }
 
 // BatchWorker works through batch items: each goes through exactly what a
-// single create does. Items are leased, so several instances share the
-// work and a crashed instance's items are taken over when the lease ends;
-// an item worked twice finds its first decision (its command id derives
-// from the batch and position).
+// single create does. A worker locks the items it works (FOR UPDATE SKIP
+// LOCKED in a transaction that also stores their results), so instances
+// share the work and a killed instance's items are free again at once; an
+// item worked twice finds its first decision (its command id derives from
+// the batch and position), so it never creates a second order.
 type BatchWorker struct {
 	Pool        *pgxpool.Pool
 	Orders      *Orders
 	Notify      *pgnotify.Listener // channel NotifyBatch
 	Log         *slog.Logger
-	Concurrency int           // default 16
-	Lease       time.Duration // default 2m
+	Concurrency int // items worked at once; default 16
 }
 
 type batchTask struct {
@@ -187,6 +187,10 @@ type batchTask struct {
 	idx     int
 	account uuid.UUID
 	body    []byte
+	// results
+	status  int
+	orderID *uuid.UUID
+	result  []byte
 }
 
 // Run works until ctx ends.
@@ -194,84 +198,93 @@ func (w *BatchWorker) Run(ctx context.Context) {
 	if w.Concurrency <= 0 {
 		w.Concurrency = 16
 	}
-	if w.Lease <= 0 {
-		w.Lease = 2 * time.Minute
-	}
 	wake, stop := w.Notify.Subscribe(NotifyBatch, batchNew)
 	defer stop()
 	for ctx.Err() == nil {
-		tasks, err := w.claim(ctx)
+		n, err := w.round(ctx)
 		if err != nil && ctx.Err() == nil {
-			w.Log.Warn("claiming batch items failed", "err", err)
+			w.Log.Warn("working batch items failed", "err", err)
 		}
-		if len(tasks) == 0 {
+		if n == 0 || err != nil {
 			select {
 			case <-ctx.Done():
 				return
 			case <-wake:
 			case <-time.After(500 * time.Millisecond):
 			}
-			continue
 		}
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, w.Concurrency)
-		for _, t := range tasks {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				w.work(ctx, t)
-			}()
-		}
-		wg.Wait()
 	}
 }
 
-func (w *BatchWorker) claim(ctx context.Context) ([]batchTask, error) {
-	rows, err := w.Pool.Query(ctx, `UPDATE order_batch_items i SET leased_until = now() + $1::interval
-		FROM order_batches b
-		WHERE b.batch_id = i.batch_id AND (i.batch_id, i.idx) IN (
-			SELECT batch_id, idx FROM order_batch_items
-			WHERE NOT done AND (leased_until IS NULL OR leased_until < now())
-			ORDER BY batch_id, idx LIMIT $2 FOR UPDATE SKIP LOCKED)
-		RETURNING i.batch_id, i.idx, b.account_id, i.body`, w.Lease.String(), w.Concurrency*4)
+// round locks up to a few dozen pending items, works them and stores their
+// results in the same transaction. It returns how many it worked.
+func (w *BatchWorker) round(ctx context.Context) (int, error) {
+	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (batchTask, error) {
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, `SELECT i.batch_id, i.idx, b.account_id, i.body
+		FROM order_batch_items i JOIN order_batches b USING (batch_id)
+		WHERE NOT i.done ORDER BY i.batch_id, i.idx LIMIT $1 FOR UPDATE OF i SKIP LOCKED`, w.Concurrency*4)
+	if err != nil {
+		return 0, err
+	}
+	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*batchTask, error) {
 		var t batchTask
-		return t, r.Scan(&t.batch, &t.idx, &t.account, &t.body)
+		return &t, r.Scan(&t.batch, &t.idx, &t.account, &t.body)
 	})
+	if err != nil || len(tasks) == 0 {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, w.Concurrency)
+	for _, t := range tasks {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			w.work(ctx, t)
+		}()
+	}
+	wg.Wait()
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	b := &pgx.Batch{}
+	for _, t := range tasks {
+		if t.status == 0 {
+			continue // not decided: stays pending
+		}
+		b.Queue(`UPDATE order_batch_items SET done = true, http_status = $3, order_id = $4, result = $5, finished_at = now()
+			WHERE batch_id = $1 AND idx = $2`, t.batch, t.idx, t.status, t.orderID, t.result)
+	}
+	if err := tx.SendBatch(bg, b).Close(); err != nil {
+		return 0, err
+	}
+	return len(tasks), tx.Commit(bg)
 }
 
-func (w *BatchWorker) work(ctx context.Context, t batchTask) {
+func (w *BatchWorker) work(ctx context.Context, t *batchTask) {
 	item := uuid.NewSHA1(t.batch, fmt.Appendf(nil, "item/%d", t.idx))
 	status, body := w.Orders.create(ctx, order.CreateInput{AccountID: t.account, Body: t.body, Via: "api",
 		CommandID: item, DefaultReference: "batch-" + item.String()})
 	if status >= 500 {
-		// Not decided (a dependency away): leave it for the next lease.
+		// Not decided (a dependency away): the item is worked again later.
 		w.Log.Warn("batch item not decided; will retry", "batch", t.batch, "index", t.idx, "status", status)
 		return
 	}
-	var orderID *uuid.UUID
-	var result []byte
+	t.status = status
 	if e, ok := body.(*Error); ok {
-		result, _ = marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
-	} else if status == fiber.StatusCreated {
-		if raw, err := marshalJSON(body); err == nil {
-			var v struct {
-				OrderID uuid.UUID `json:"order_id"`
-			}
-			if json.Unmarshal(raw, &v) == nil {
-				orderID = &v.OrderID
-			}
-		}
+		t.result, _ = marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
+		return
 	}
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if _, err := w.Pool.Exec(bg, `UPDATE order_batch_items SET done = true, http_status = $3, order_id = $4, result = $5,
-		finished_at = now(), leased_until = NULL WHERE batch_id = $1 AND idx = $2`, t.batch, t.idx, status, orderID, result); err != nil {
-		w.Log.Warn("storing batch item result failed; will retry", "batch", t.batch, "index", t.idx, "err", err)
+	if raw, err := marshalJSON(body); err == nil {
+		var v struct {
+			OrderID uuid.UUID `json:"order_id"`
+		}
+		if json.Unmarshal(raw, &v) == nil {
+			t.orderID = &v.OrderID
+		}
 	}
 }

@@ -49,7 +49,6 @@ type Manager struct {
 	Log         *slog.Logger
 	RetryDelays []time.Duration // waits before the automatic retries
 	Workers     int             // default 4
-	Lease       time.Duration   // how long a claimed job is held; default 2m
 }
 
 // Consumer records jobs from pod.order.events.
@@ -136,9 +135,6 @@ func (m *Manager) Run(ctx context.Context) {
 	if m.Workers <= 0 {
 		m.Workers = 4
 	}
-	if m.Lease <= 0 {
-		m.Lease = 2 * time.Minute
-	}
 	wake, stop := m.Notify.Subscribe(NotifyJobs, jobsAdded)
 	defer stop()
 	var wg sync.WaitGroup
@@ -147,21 +143,17 @@ func (m *Manager) Run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				j, ok, err := m.claim(ctx)
+				found, err := m.next(ctx)
 				if err != nil && ctx.Err() == nil {
-					m.Log.Warn("claiming a push job failed", "err", err)
+					// The job stays; it is tried again.
+					m.Log.Warn("push job failed; it will be retried", "err", err)
 				}
-				if !ok {
+				if !found || err != nil {
 					select {
 					case <-ctx.Done():
 					case <-wake:
 					case <-time.After(500 * time.Millisecond):
 					}
-					continue
-				}
-				if err := m.work(ctx, j); err != nil {
-					// The lease runs out and the job is tried again.
-					m.Log.Warn("push job failed; it will be retried", "order", j.orderID, "kind", j.kind, "err", err)
 				}
 			}
 		}()
@@ -169,22 +161,40 @@ func (m *Manager) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// claim leases the next due job. A store's next start waits until none of
+// next works the next due job, if any: it locks the job's row (SKIP
+// LOCKED, so workers and instances share jobs), does it and deletes it in
+// the same transaction. A killed worker's transaction ends with its
+// connection, so the job is free again at once; done twice, a job sends a
+// command the decider already decided (ids derive from the job) and pushes
+// with the same idempotency key. A store's next start waits while one of
 // its pushes is in flight, so each store's queue drains oldest first, one
-// push at a time, as the platform's per-shop limits expect.
-func (m *Manager) claim(ctx context.Context) (job, bool, error) {
-	var j job
-	err := m.Pool.QueryRow(ctx, `UPDATE push_jobs SET leased_until = now() + $1::interval
-		WHERE (order_id, kind, attempt) = (
-			SELECT order_id, kind, attempt FROM push_jobs j
-			WHERE due_at <= now() AND (leased_until IS NULL OR leased_until < now())
-			AND (kind <> 'start' OR NOT EXISTS (SELECT 1 FROM push_jobs p WHERE p.store_id = j.store_id AND p.kind = 'push'))
-			ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING order_id, store_id, kind, attempt`, m.Lease.String()).Scan(&j.orderID, &j.storeID, &j.kind, &j.attempt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return job{}, false, nil
+// push at a time, as platforms' per-shop limits expect.
+func (m *Manager) next(ctx context.Context) (bool, error) {
+	tx, err := m.Pool.Begin(ctx)
+	if err != nil {
+		return false, err
 	}
-	return j, err == nil, err
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var j job
+	err = tx.QueryRow(ctx, `SELECT order_id, store_id, kind, attempt FROM push_jobs j
+		WHERE due_at <= now()
+		AND (kind <> 'start' OR NOT EXISTS (SELECT 1 FROM push_jobs p WHERE p.store_id = j.store_id AND p.kind = 'push'))
+		ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&j.orderID, &j.storeID, &j.kind, &j.attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := m.work(ctx, j); err != nil {
+		return true, fmt.Errorf("order %s %s job: %w", j.orderID, j.kind, err)
+	}
+	bg := context.WithoutCancel(ctx)
+	if _, err := tx.Exec(bg, `DELETE FROM push_jobs WHERE order_id = $1 AND kind = $2 AND attempt = $3`,
+		j.orderID, j.kind, j.attempt); err != nil {
+		return true, err
+	}
+	return true, tx.Commit(bg)
 }
 
 func (m *Manager) work(ctx context.Context, j job) error {
@@ -201,19 +211,13 @@ func (m *Manager) work(ctx context.Context, j job) error {
 		}
 	default:
 		m.Log.Error("dropping unknown push job", "kind", j.kind)
+		return nil
 	}
-	if cmd.Kind != "" {
-		// Ids derive from the job, so a job worked twice sends a command
-		// the decider already decided.
-		cmd.ID = uuid.NewSHA1(j.orderID, fmt.Appendf(nil, "%s/%d", j.kind, j.attempt))
-		cmd.OrderID = j.orderID
-		if err := order.Send(ctx, m.Producer, cmd); err != nil {
-			return err
-		}
-	}
-	_, err := m.Pool.Exec(context.WithoutCancel(ctx), `DELETE FROM push_jobs WHERE order_id = $1 AND kind = $2 AND attempt = $3`,
-		j.orderID, j.kind, j.attempt)
-	return err
+	// Ids derive from the job, so a job worked twice sends a command the
+	// decider already decided.
+	cmd.ID = uuid.NewSHA1(j.orderID, fmt.Appendf(nil, "%s/%d", j.kind, j.attempt))
+	cmd.OrderID = j.orderID
+	return order.Send(ctx, m.Producer, cmd)
 }
 
 // push calls the platform once (the client retries transient errors) and

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -152,4 +153,14 @@ func orderEvents(t *testing.T, d demoEnv, id uuid.UUID, want int) []schemas.Even
 		})
 	}
 	return out
+}
+
+func newJSONRequest(c *testenv.Client, path string, raw []byte) (*http.Request, error) {
+	req, err := http.NewRequest("POST", c.Base+path, bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
 }

@@ -30,8 +30,8 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err := Migrate(ctx, url); err != nil {
 		return nil, err
 	}
-	if cfg.MaxConns < 16 {
-		cfg.MaxConns = 16
+	if cfg.MaxConns < 32 {
+		cfg.MaxConns = 32
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -96,7 +96,6 @@ CREATE TABLE push_jobs (
     kind         text NOT NULL,
     attempt      int  NOT NULL,
     due_at       timestamptz NOT NULL,
-    leased_until timestamptz,
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (order_id, kind, attempt)
 );
@@ -104,6 +103,9 @@ CREATE INDEX push_jobs_due ON push_jobs (due_at);
 CREATE INDEX push_jobs_store ON push_jobs (store_id, kind);
 
 -- Bulk intake: a batch and its items, worked through by the batch worker.
+-- Workers hold the row locks of the items (and push workers of their jobs)
+-- in an open transaction while working them, so a killed process frees its
+-- work at once, without leases to wait out.
 CREATE TABLE order_batches (
     batch_id   uuid PRIMARY KEY,
     account_id uuid NOT NULL,
