@@ -121,7 +121,7 @@ CREATE TABLE order_batch_items (
     done         boolean NOT NULL DEFAULT false,
     http_status  int,
     order_id     uuid,
-    result       jsonb,
+    result       json,        -- json, not jsonb: kept byte for byte
     leased_until timestamptz,
     finished_at  timestamptz,
     PRIMARY KEY (batch_id, idx)
