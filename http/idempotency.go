@@ -83,7 +83,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, log *slog
 				return c.Status(prev.Status).Send(prev.Body)
 			}
 			if time.Now().After(deadline) {
-				return &Error{Status: fiber.StatusConflict, Code: "IDEMPOTENCY_KEY_IN_USE", RetryAfter: 1,
+				return &Error{Status: fiber.StatusConflict, Code: schemas.CodeIdempotencyInUse, RetryAfter: 1,
 					Message: "a request with this Idempotency-Key is still being processed; repeat it shortly"}
 			}
 			time.Sleep(50 * time.Millisecond)

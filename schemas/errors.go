@@ -14,6 +14,7 @@ const (
 	CodeDuplicateReference  = "DUPLICATE_REFERENCE_ID"
 	CodeDuplicateOrder      = "DUPLICATE_ORDER"
 	CodeIdempotencyReused   = "IDEMPOTENCY_KEY_REUSED"
+	CodeIdempotencyInUse    = "IDEMPOTENCY_KEY_IN_USE"
 	CodeInvalidOrderState   = "INVALID_ORDER_STATE"
 	CodeRetryLimitReached   = "RETRY_LIMIT_REACHED"
 	CodeInvalidWebhookURL   = "INVALID_WEBHOOK_URL"
