@@ -26,7 +26,7 @@ type demoEnv struct {
 	stores []catalogrm.Store
 }
 
-func (d demoEnv) store(t *testing.T, status string) catalogrm.Store {
+func (d demoEnv) store(t testing.TB, status string) catalogrm.Store {
 	t.Helper()
 	for _, s := range d.stores {
 		if s.Status == status {
@@ -48,7 +48,7 @@ func (d demoEnv) newAccount(t *testing.T, name string) (uuid.UUID, string) {
 	return id, token
 }
 
-func startDemo(t *testing.T, adjust ...func(*config.Config)) demoEnv {
+func startDemo(t testing.TB, adjust ...func(*config.Config)) demoEnv {
 	t.Helper()
 	cfg := podtest.Config(t)
 	for _, f := range adjust {
@@ -63,7 +63,7 @@ func startDemo(t *testing.T, adjust ...func(*config.Config)) demoEnv {
 
 // waitDemoCatalog waits until the projector applied the demo catalog this
 // start published (if any), then reads the demo stores.
-func waitDemoCatalog(t *testing.T, d *demoEnv) {
+func waitDemoCatalog(t testing.TB, d *demoEnv) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -28,7 +28,7 @@ func fastPushes(c *config.Config) {
 
 // variant returns a variant of an ACTIVE product of category in the demo
 // store with storeStatus.
-func (d demoEnv) variant(t *testing.T, storeStatus, category string) catalogrm.Variant {
+func (d demoEnv) variant(t testing.TB, storeStatus, category string) catalogrm.Variant {
 	t.Helper()
 	st := d.store(t, storeStatus)
 	var page struct{ Data []catalogrm.Product }
