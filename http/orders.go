@@ -45,11 +45,11 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 	}
 	if err := o.awaitProjection(ctx, created.OrderID, created.Decision.Version); err != nil {
 		// The order exists (decided and durable); only the read model lags.
-		return fiber.StatusCreated, createdFromDraft(created)
+		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
 	}
 	res, err := o.Queries.Get(ctx, in.AccountID, created.OrderID)
 	if err != nil {
-		return fiber.StatusCreated, createdFromDraft(created)
+		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
 	}
 	if res, err = o.Queries.WithStatus(ctx, res, created.Decision.Status); err != nil {
 		e := toAPIError(err)
@@ -58,11 +58,17 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 	return fiber.StatusCreated, res
 }
 
-func createdFromDraft(c order.Created) orderrm.Order {
+// createdFromDraft is the 201 body built without the read model (when it
+// lags): timestamps come from the decider's state.
+func (o *Orders) createdFromDraft(ctx context.Context, account uuid.UUID, c order.Created) orderrm.Order {
 	d := c.Draft
 	pricing, _ := marshalJSON(d.Pricing)
-	return orderrm.Order{OrderID: c.OrderID, ReferenceID: d.ReferenceID, StoreID: d.StoreID, Status: schemas.StatusPending,
+	res := orderrm.Order{OrderID: c.OrderID, ReferenceID: d.ReferenceID, StoreID: d.StoreID, Status: schemas.StatusPending,
 		Duplicate: c.Details.Duplicate, AddonService: d.AddonService, Pricing: pricing, CreatedVia: c.Details.CreatedVia}
+	if st, ok, err := order.LoadState(ctx, o.Bus.Pool, account, c.OrderID); err == nil && ok {
+		res.CreatedAt, res.UpdatedAt = st.Order.CreatedAt, st.Order.CreatedAt
+	}
+	return res
 }
 
 // orderError maps an order command failure to its API error.

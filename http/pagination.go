@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
@@ -40,9 +41,15 @@ func parseCursor(c *fiber.Ctx, key any) (bool, error) {
 	if raw == "" {
 		return false, nil
 	}
+	malformed := Validation("cursor", "cursor is malformed; pass next_cursor from a previous page unchanged")
 	b, err := base64.RawURLEncoding.DecodeString(raw)
 	if err != nil || json.Unmarshal(b, key) != nil {
-		return false, Validation("cursor", "cursor is malformed; pass next_cursor from a previous page unchanged")
+		return false, malformed
+	}
+	// A cursor this list issued encodes back to the same bytes; anything
+	// else (null, {}, another list's cursor) is not a position here.
+	if again, err := json.Marshal(key); err != nil || !bytes.Equal(again, b) {
+		return false, malformed
 	}
 	return true, nil
 }

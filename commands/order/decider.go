@@ -280,16 +280,30 @@ func (d *Decider) flushSome(ctx context.Context, partition int32) (int, error) {
 	return len(recs), tx.Commit(ctx)
 }
 
+// DecisionRetention is how long decisions are kept: long enough for every
+// redo (a batch item, a push job, the 24 h soft duplicate window) to find
+// the first decision of its command.
+const DecisionRetention = 7 * 24 * time.Hour
+
 // Relay publishes outbox rows left behind (a crash between commit and
-// publish, or Kafka away at the time) until ctx ends.
+// publish, or Kafka away at the time) until ctx ends. It also drops
+// decisions older than DecisionRetention, hourly.
 func (d *Decider) Relay(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if time.Since(pruned) > time.Hour {
+			pruned = time.Now()
+			if _, err := d.Pool.Exec(ctx, `DELETE FROM order_decisions WHERE decided_at < now() - $1::interval`,
+				DecisionRetention.String()); err != nil && ctx.Err() == nil {
+				d.Log.Warn("pruning old decisions failed", "err", err)
+			}
 		}
 		rows, err := d.Pool.Query(ctx, `SELECT DISTINCT partition FROM order_outbox`)
 		if err != nil {
