@@ -303,6 +303,9 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if err := schemas.ValidateEvent(rec.Value); err != nil {
+				t.Errorf("event %s %s does not match its schema: %v", ev.Type, ev.ID, err)
+			}
 			v := 0
 			for _, h := range rec.Headers {
 				if h.Key == schemas.HeaderOrderVersion {
