@@ -35,6 +35,8 @@ CREATE TABLE order_outbox (
 CREATE INDEX order_outbox_partition ON order_outbox (partition, seq);
 
 -- Order read model, built by projections/order from pod.order.events.
+-- Client-supplied objects are json (not jsonb), so they read back in the
+-- order their fields were written.
 CREATE TABLE orders (
     order_id              uuid PRIMARY KEY,
     account_id            uuid NOT NULL,
@@ -43,16 +45,16 @@ CREATE TABLE orders (
     status                text NOT NULL,
     duplicate             boolean NOT NULL,
     addon_service         text[] NOT NULL DEFAULT '{}',
-    pricing               jsonb NOT NULL,
+    pricing               json NOT NULL,
     created_via           text NOT NULL,
-    customer              jsonb,
-    shipping_address      jsonb,
+    customer              json,
+    shipping_address      json,
     label_link            text,
     tracking_number       text,
     shipping_service      text NOT NULL,
     note                  text,
     tags                  text,
-    line_items            jsonb NOT NULL,
+    line_items            json NOT NULL,
     tracking              jsonb,
     shipment_status       text,
     idempotency_key       uuid NOT NULL,
