@@ -76,7 +76,10 @@ func orderError(err error) *Error {
 	var fe *order.FieldError
 	var dup *order.DuplicateOrderError
 	var rej *order.Rejected
+	var big *order.TooLargeError
 	switch {
+	case errors.As(err, &big):
+		return &Error{Status: fiber.StatusRequestEntityTooLarge, Code: schemas.CodePayloadTooLarge, Message: big.Error()}
 	case errors.As(err, &fe):
 		return Validation(fe.Field, fe.Message)
 	case errors.As(err, &dup):
@@ -110,8 +113,24 @@ func (o *Orders) awaitProjection(ctx context.Context, id uuid.UUID, version int)
 	})
 }
 
+// commandID is the id of the command a request sends: derived from its
+// Idempotency-Key when it has one, so a repeat after an undecided 503
+// waits for the same command instead of sending a second one.
+func commandID(c *fiber.Ctx, what string) uuid.UUID {
+	key := c.Get("Idempotency-Key")
+	if key == "" {
+		return uuid.New()
+	}
+	return uuid.NewSHA1(accountOf(c), []byte(what+"\n"+key))
+}
+
 func (o *Orders) postOrder(c *fiber.Ctx) error {
-	status, body := o.create(c.UserContext(), order.CreateInput{AccountID: accountOf(c), Body: c.Body(), Via: "api"})
+	in := order.CreateInput{AccountID: accountOf(c), Body: c.Body(), Via: "api"}
+	if c.Get("Idempotency-Key") != "" {
+		in.CommandID = commandID(c, "create")
+		in.DefaultReference = "idem-" + in.CommandID.String()
+	}
+	status, body := o.create(c.UserContext(), in)
 	if e, ok := body.(*Error); ok {
 		return e
 	}
@@ -163,7 +182,7 @@ func (o *Orders) getOrder(c *fiber.Ctx) error {
 	}
 	d, err := o.Queries.Detail(c.UserContext(), accountOf(c), id)
 	if errors.Is(err, orderrm.ErrNotFound) {
-		return NotFound("order")
+		return o.notProjected(c, id)
 	}
 	if err != nil {
 		return err
@@ -178,12 +197,23 @@ func (o *Orders) getQueue(c *fiber.Ctx) error {
 	}
 	r, err := o.Queries.Queue(c.UserContext(), accountOf(c), id)
 	if errors.Is(err, orderrm.ErrNotFound) {
-		return NotFound("order")
+		return o.notProjected(c, id)
 	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(r)
+}
+
+// notProjected answers for an order the read model lacks: 404, unless the
+// decider has it (the read model lags, or is being rebuilt): then 503 with
+// Retry-After, never a false "not found" after a 201.
+func (o *Orders) notProjected(c *fiber.Ctx, id uuid.UUID) error {
+	if _, known, err := order.LoadState(c.UserContext(), o.Bus.Pool, accountOf(c), id); err == nil && known {
+		return &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable, RetryAfter: 1,
+			Message: "the order exists but its read model is catching up; try again shortly"}
+	}
+	return NotFound("order")
 }
 
 // command answers retry and cancel: the decider decides, the response
@@ -202,16 +232,16 @@ func (o *Orders) command(kind string) fiber.Handler {
 				return NotFound("order")
 			}
 		}
-		dec, err := o.Bus.Decide(ctx, order.Command{ID: uuid.New(), Kind: kind, OrderID: id, AccountID: account}, o.wait())
+		dec, err := o.Bus.Decide(ctx, order.Command{ID: commandID(c, kind+"/"+id.String()), Kind: kind, OrderID: id, AccountID: account}, o.wait())
 		if err != nil {
 			return orderError(err)
 		}
 		if !dec.Accepted() {
 			return orderError(&order.Rejected{Code: dec.Code, Message: dec.Message})
 		}
-		if err := o.awaitProjection(ctx, id, dec.Version); err != nil {
-			return Unavailable("the order read model")
-		}
+		// Applied: answer it even when the read model lags (then from the
+		// row as last projected, with the decision's status).
+		_ = o.awaitProjection(ctx, id, dec.Version)
 		res, err := o.Queries.Get(ctx, account, id)
 		if err != nil {
 			return err

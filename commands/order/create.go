@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,18 @@ type Created struct {
 	Draft    Draft
 	OrderID  uuid.UUID
 	Details  schemas.OrderDetails
+}
+
+// MaxCommandBytes bounds an encoded create command. Its event carries the
+// same details, and both must stay well inside Kafka's default 1 MB record
+// limit: an order that could not be published must never be accepted.
+const MaxCommandBytes = 768 << 10
+
+// TooLargeError is an order whose priced form exceeds MaxCommandBytes.
+type TooLargeError struct{ Size int }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the order is too large to process (%d KiB once priced; the limit is %d KiB): send fewer or shorter lines", e.Size>>10, MaxCommandBytes>>10)
 }
 
 // Rejected is a create (or other command) the decider refused.
@@ -121,6 +134,10 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	}
 	cmd := Command{ID: cmdID, Kind: KindCreate, OrderID: orderID, AccountID: in.AccountID,
 		ReferenceID: draft.ReferenceID, StoreID: draft.StoreID, Details: &details}
+	if raw, err := json.Marshal(cmd); err != nil || len(raw) > MaxCommandBytes {
+		release()
+		return Created{}, &TooLargeError{Size: len(raw)}
+	}
 	dec, err := c.Bus.Decide(ctx, cmd, c.wait())
 	if err != nil {
 		if !errors.Is(err, ErrUndecided) {
@@ -168,67 +185,73 @@ func detailsOf(d Draft, via string, orderID uuid.UUID, duplicate bool) (schemas.
 }
 
 // softDuplicate claims the draft's content hash for orderID in Redis for
-// 24 hours. When another order holds it, that order is a soft duplicate:
-// an error without force, duplicate=true with it. The returned release
-// gives the claim back when this create does not happen. Redis being away
-// skips the check (the reference_id rule still holds): a soft check must
-// not stop intake.
+// 24 hours (forced orders claim it too, when it is free). When another
+// order holds it, that order is a soft duplicate: an error without force,
+// duplicate=true with it. A holder that is still undecided is waited for;
+// a holder whose create was rejected, or that stays undecided for a minute
+// (its command never reached the log), gives up its claim. The returned
+// release gives the claim back when this create does not happen. Redis
+// being away skips the check (the reference_id rule still holds): a soft
+// check must not stop intake.
 func (c *Creator) softDuplicate(ctx context.Context, d Draft, orderID, cmdID uuid.UUID) (bool, func(), error) {
 	noop := func() {}
 	if c.Redis == nil {
 		return false, noop, nil
 	}
 	key := c.Prefix + "dup:" + d.StoreID.String() + ":" + d.ContentHash
-	mine := orderID.String() + "|" + cmdID.String()
+	mine := fmt.Sprintf("%s|%s|%d", orderID, cmdID, time.Now().Unix())
 	for range 3 {
-		if !d.Force {
-			ok, err := c.Redis.SetNX(ctx, key, mine, SoftDuplicateWindow).Result()
-			if err != nil {
-				c.Log.Warn("soft duplicate check skipped: redis unavailable", "err", err)
-				return false, noop, nil
-			}
-			if ok {
-				return false, func() { c.releaseClaim(key, mine) }, nil
-			}
+		ok, err := c.Redis.SetNX(ctx, key, mine, SoftDuplicateWindow).Result()
+		if err != nil {
+			c.Log.Warn("soft duplicate check skipped: redis unavailable", "err", err)
+			return false, noop, nil
+		}
+		if ok {
+			return false, func() { c.releaseClaim(key, mine) }, nil
 		}
 		held, err := c.Redis.Get(ctx, key).Result()
 		if errors.Is(err, redis.Nil) {
-			if d.Force {
-				return false, noop, nil
-			}
 			continue // expired in between: claim again
 		}
 		if err != nil {
 			c.Log.Warn("soft duplicate check skipped: redis unavailable", "err", err)
 			return false, noop, nil
 		}
-		heldOrder, heldCmd, _ := strings.Cut(held, "|")
-		if heldOrder == orderID.String() {
+		parts := strings.Split(held, "|")
+		if len(parts) == 3 && parts[0] == orderID.String() {
 			// The same reference again: the decider answers (409
-			// DUPLICATE_REFERENCE_ID, or the first decision for a command
-			// sent twice).
+			// DUPLICATE_REFERENCE_ID, or the first decision of a repeat).
 			return false, noop, nil
 		}
-		other, err1 := uuid.Parse(heldOrder)
-		otherCmd, err2 := uuid.Parse(heldCmd)
-		if err1 != nil || err2 != nil {
-			c.Redis.Del(ctx, key)
+		var other, otherCmd uuid.UUID
+		var since int64
+		if len(parts) == 3 {
+			other, err = uuid.Parse(parts[0])
+			if err == nil {
+				otherCmd, err = uuid.Parse(parts[1])
+			}
+			if err == nil {
+				since, err = strconv.ParseInt(parts[2], 10, 64)
+			}
+		}
+		if len(parts) != 3 || err != nil {
+			c.releaseClaim(key, held)
 			continue
 		}
-		// The holder may still be in flight: its decision tells whether it
-		// exists.
 		dec, err := c.Bus.Await(ctx, otherCmd, c.wait())
-		if err == nil && dec.Accepted() {
+		switch {
+		case err == nil && dec.Accepted():
 			if d.Force {
 				return true, noop, nil
 			}
 			return false, noop, &DuplicateOrderError{OrderID: other}
-		}
-		if err != nil && !errors.Is(err, ErrUndecided) {
+		case err == nil:
+			c.releaseClaim(key, held) // the holder was refused: take its place
+		case errors.Is(err, ErrUndecided) && time.Since(time.Unix(since, 0)) > time.Minute:
+			c.releaseClaim(key, held) // never sent, it seems: take its place
+		default:
 			return false, noop, err
 		}
-		// The holder was never created: take its place.
-		c.releaseClaim(key, held)
 	}
 	return false, noop, nil
 }

@@ -247,14 +247,14 @@ func (d *Decider) flushSome(ctx context.Context, partition int32) (int, error) {
 		return 0, err
 	}
 	var recs []*kgo.Record
-	var last int64
+	var seqs []int64
 	var seq int64
 	var oid uuid.UUID
 	var version int
 	var typ string
 	var value []byte
 	if _, err := pgx.ForEachRow(rows, []any{&seq, &oid, &version, &typ, &value}, func() error {
-		last = seq
+		seqs = append(seqs, seq)
 		recs = append(recs, &kgo.Record{
 			Topic: schemas.TopicOrderEvents,
 			Key:   []byte(oid.String()),
@@ -271,13 +271,36 @@ func (d *Decider) flushSome(ctx context.Context, partition int32) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	if err := d.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return 0, fmt.Errorf("publish order events: %w", err)
+	results := d.Producer.ProduceSync(ctx, recs...)
+	// Delete what was published, except events of an order behind one of
+	// its own that failed: they are published again after it, in order
+	// (a repeat keeps its id, so consumers dedupe).
+	failed := map[string]bool{}
+	var done []int64
+	var firstErr error
+	for i, r := range results {
+		key := string(recs[i].Key)
+		if r.Err != nil || failed[key] {
+			failed[key] = true
+			if firstErr == nil && r.Err != nil {
+				firstErr = r.Err
+			}
+			continue
+		}
+		done = append(done, seqs[i])
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM order_outbox WHERE partition = $1 AND seq <= $2`, partition, last); err != nil {
-		return 0, err
+	if len(done) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM order_outbox WHERE seq = ANY($1)`, done); err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, err
+		}
 	}
-	return len(recs), tx.Commit(ctx)
+	if firstErr != nil {
+		return 0, fmt.Errorf("publish order events: %w", firstErr)
+	}
+	return len(recs), nil
 }
 
 // DecisionRetention is how long decisions are kept: long enough for every

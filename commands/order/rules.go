@@ -38,6 +38,8 @@ const (
 	maxLines          = 100
 	maxURLLength      = 2048
 	maxReferenceID    = 100
+	maxNote           = 5000
+	maxTags           = 1000
 	maxPets, maxPets2 = 4, 2
 )
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/schemas"
@@ -87,6 +88,12 @@ func Validate(r CreateRequest, variants map[uuid.UUID]Variant, rates Rates) (Dra
 
 	if len(d.ReferenceID) > maxReferenceID {
 		return Draft{}, fieldErr("reference_id", "reference_id must be at most %d characters", maxReferenceID)
+	}
+	if utf8.RuneCountInString(d.Note) > maxNote {
+		return Draft{}, fieldErr("note", "note must be at most %d characters", maxNote)
+	}
+	if utf8.RuneCountInString(d.Tags) > maxTags {
+		return Draft{}, fieldErr("tags", "tags must be at most %d characters", maxTags)
 	}
 	if err := validateCustomer(r.Customer); err != nil {
 		return Draft{}, err

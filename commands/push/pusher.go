@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +58,24 @@ func (m *Manager) Consumer() stream.Consumer {
 }
 
 func (m *Manager) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	// The last version handled per order: an event published twice (the
+	// outbox is at-least-once) must not schedule its job again.
+	handled := map[uuid.UUID]int{}
+	var ids []uuid.UUID
+	for _, rec := range recs {
+		if id, err := uuid.ParseBytes(rec.Key); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT order_id, version FROM push_orders WHERE order_id = ANY($1)`, ids)
+	if err != nil {
+		return err
+	}
+	var hid uuid.UUID
+	var hv int
+	if _, err := pgx.ForEachRow(rows, []any{&hid, &hv}, func() error { handled[hid] = hv; return nil }); err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
 	added := false
 	for _, rec := range recs {
@@ -81,6 +100,14 @@ func (m *Manager) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 				_, _ = fmt.Sscan(string(h.Value), &version)
 			}
 		}
+		last, known := handled[o.ID]
+		if version <= last || (!known && ev.Type != schemas.TypeOrderCreated) {
+			continue // seen already, or an order whose creation this manager never saw
+		}
+		handled[o.ID] = version
+		if ev.Type != schemas.TypeOrderCreated {
+			b.Queue(`UPDATE push_orders SET version = $2 WHERE order_id = $1`, o.ID, version)
+		}
 		job := func(kind string, attempt int, due time.Time) {
 			added = true
 			b.Queue(`INSERT INTO push_jobs (order_id, store_id, kind, attempt, due_at) VALUES ($1, $2, $3, $4, $5)
@@ -97,8 +124,8 @@ func (m *Manager) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 			if err != nil {
 				return err
 			}
-			b.Queue(`INSERT INTO push_orders (order_id, account_id, store_id, idempotency_key, payload) VALUES ($1, $2, $3, $4, $5)
-				ON CONFLICT DO NOTHING`, o.ID, o.AccountID, o.StoreID, d.Created.IdempotencyKey, payload)
+			b.Queue(`INSERT INTO push_orders (order_id, account_id, store_id, idempotency_key, payload, version)
+				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, o.ID, o.AccountID, o.StoreID, d.Created.IdempotencyKey, payload, version)
 			job(JobStart, version, o.CreatedAt)
 		case schemas.TypeOrderStatusUpdated:
 			p := d.Push
@@ -166,9 +193,10 @@ func (m *Manager) Run(ctx context.Context) {
 // the same transaction. A killed worker's transaction ends with its
 // connection, so the job is free again at once; done twice, a job sends a
 // command the decider already decided (ids derive from the job) and pushes
-// with the same idempotency key. A store's next start waits while one of
-// its pushes is in flight, so each store's queue drains oldest first, one
-// push at a time, as platforms' per-shop limits expect.
+// with the same idempotency key. Starts are taken oldest first, and a
+// store's next start waits while one of its push jobs is open: this keeps a
+// store to few pushes in flight, not strictly one (a start's push job only
+// appears once its PROCESSING event comes back).
 func (m *Manager) next(ctx context.Context) (bool, error) {
 	tx, err := m.Pool.Begin(ctx)
 	if err != nil {
@@ -205,7 +233,13 @@ func (m *Manager) work(ctx context.Context, j job) error {
 	case JobAutoRetry:
 		cmd = order.Command{Kind: order.KindAutoRetry, Attempt: j.attempt}
 	case JobPush:
-		var err error
+		current, err := m.stillPushing(ctx, j)
+		if err != nil {
+			return err
+		}
+		if !current {
+			return nil // cancelled, or an old attempt: nothing to push
+		}
 		if cmd, err = m.push(ctx, j); err != nil {
 			return err
 		}
@@ -218,6 +252,23 @@ func (m *Manager) work(ctx context.Context, j job) error {
 	cmd.ID = uuid.NewSHA1(j.orderID, fmt.Appendf(nil, "%s/%d", j.kind, j.attempt))
 	cmd.OrderID = j.orderID
 	return order.Send(ctx, m.Producer, cmd)
+}
+
+// stillPushing reports whether the decider still has the order in this
+// push attempt (PROCESSING, same attempt number): a job from a repeated or
+// stale event must not reach the platform.
+func (m *Manager) stillPushing(ctx context.Context, j job) (bool, error) {
+	var status *string
+	var attempt *int
+	err := m.Pool.QueryRow(ctx, `SELECT state->>'status', (state->>'push_attempts')::int FROM order_state WHERE order_id = $1`,
+		j.orderID).Scan(&status, &attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return status != nil && *status == schemas.StatusProcessing && attempt != nil && *attempt == j.attempt, nil
 }
 
 // push calls the platform once (the client retries transient errors) and
@@ -246,7 +297,11 @@ func (m *Manager) push(ctx context.Context, j job) (order.Command, error) {
 		return order.Command{}, ctx.Err() // shutting down: the next owner pushes again (same key)
 	}
 	if err != nil {
-		return order.Command{Kind: order.KindFailPush, Attempt: j.attempt, Error: err.Error()}, nil
+		msg := err.Error()
+		if len(msg) > 500 {
+			msg = strings.ToValidUTF8(msg[:500], "") + "…"
+		}
+		return order.Command{Kind: order.KindFailPush, Attempt: j.attempt, Error: msg}, nil
 	}
 	return order.Command{Kind: order.KindCompletePush, Attempt: j.attempt,
 		PlatformOrderID: res.PlatformOrderID, PlatformOrderNumber: res.PlatformOrderNumber}, nil

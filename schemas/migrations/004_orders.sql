@@ -86,7 +86,8 @@ CREATE TABLE push_orders (
     account_id      uuid NOT NULL,
     store_id        uuid NOT NULL,
     idempotency_key uuid NOT NULL,
-    payload         jsonb NOT NULL
+    payload         jsonb NOT NULL,
+    version         int NOT NULL  -- the order's last event the manager handled
 );
 
 -- kind: start (ask the decider to begin a push; one store's pushes start

@@ -1,0 +1,232 @@
+package e2e
+
+// Regression tests for findings of a review of the order pipeline.
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/testenv"
+	orderrm "github.com/printpod/pod/projections/order"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func postWithKey(t *testing.T, c *testenv.Client, key string, b any) testenv.Response {
+	t.Helper()
+	raw, _ := jsonMarshal(b)
+	req, _ := http.NewRequest("POST", c.Base+"/v1/orders/pod", strings.NewReader(string(raw)))
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	return doRaw(t, req)
+}
+
+// Finding: a 503 "recorded but not decided in time ... repeat it with the
+// same Idempotency-Key to learn the outcome" is not kept by the idempotency
+// middleware, and the repeat builds a NEW command: it answers 409
+// DUPLICATE_REFERENCE_ID for the caller's own order, and without a
+// reference_id (force: true) it creates a second order.
+// A create that got an undecided 503, repeated with its Idempotency-Key
+// once the decider runs, answers for the same order; nothing is created twice.
+func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
+	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
+	v := d.variant(t, "ACTIVE", "tshirt")
+	withRef := tshirtOrder(v.VariantID, "undecided-1", 1)
+	noRef := tshirtOrder(v.VariantID, "", 2)
+	noRef["force"] = true
+	k1, k2 := uuid.NewString(), uuid.NewString()
+	var r1, r2 testenv.Response
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r1 = postWithKey(t, d.client, k1, withRef) }()
+	go func() { defer wg.Done(); r2 = postWithKey(t, d.client, k2, noRef) }()
+	wg.Wait()
+	if r1.Status != 503 || r2.Status != 503 {
+		t.Fatalf("want 503 undecided: %d %s / %d %s", r1.Status, r1.Body, r2.Status, r2.Body)
+	}
+	t.Logf("first answers: %s", r1.Body)
+	// The decider comes up (same DB and broker): the recorded commands are decided.
+	cfg2 := d.cfg
+	cfg2.Roles = []string{config.RoleDecider}
+	cfg2.KafkaBrokers = d.app.Brokers
+	cfg2.DataDir = t.TempDir()
+	startApp(t, cfg2)
+	id := order.OrderID(d.store(t, "ACTIVE").StoreID, "undecided-1")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if r := d.client.Get("/v1/orders/pod/" + id.String()); r.Status != 200 {
+			return testenv.Errorf("GET: %d", r.Status)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // let the second (no-reference) order be decided too
+
+	// Repeat both requests with the same keys, as the 503 message says.
+	again1 := postWithKey(t, d.client, k1, withRef)
+	again2 := postWithKey(t, d.client, k2, noRef)
+	var page struct{ Data []orderrm.Order }
+	d.client.Get("/v1/orders/pod").JSON(t, &page)
+	t.Logf("repeat 1: %d %s", again1.Status, again1.Body)
+	t.Logf("repeat 2: %d %s", again2.Status, again2.Body)
+	t.Logf("orders now: %d", len(page.Data))
+	if again1.Status != 201 {
+		t.Errorf("repeat of an accepted create with the same Idempotency-Key: %d %s", again1.Status, again1.Body)
+	}
+	if len(page.Data) != 2 {
+		t.Errorf("two idempotent requests made %d orders, want 2", len(page.Data))
+	}
+}
+
+// Finding: an order created with force:true (no earlier twin) does not claim
+// its content, so an identical non-forced order minutes later is not a soft
+// duplicate.
+// A forced order claims its content when it is free.
+func TestForcedOrderClaimsItsContent(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	first := tshirtOrder(v.VariantID, "forced-1", 3)
+	first["force"] = true
+	create(t, d.client, first)
+	second := tshirtOrder(v.VariantID, "forced-2", 3)
+	second["line_items"].([]any)[0].(map[string]any)["sides"] = map[string]any{"front_side": "https://img.example.com/forced-1.png"}
+	r := d.client.Do("POST", "/v1/orders/pod", second)
+	if r.Status != 409 {
+		t.Fatalf("same content within 24 h after a forced create: %d %s", r.Status, r.Body)
+	}
+}
+
+// Finding: a 201 is returned while the read model lags, and the GET that
+// follows answers 404.
+// While the read model lags behind a 201, a GET does not answer 404.
+func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	ctx := context.Background()
+	tx, err := d.app.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// Stall the order projector (a slow projector, a replay, a lock wait).
+	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "lag-1", 1))
+	if r.Status != 201 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	var o orderrm.Order
+	r.JSON(t, &o)
+	// The read model is held back: the order is not "not found" but
+	// catching up (503 with Retry-After); then it is served.
+	g := d.client.Get("/v1/orders/pod/" + o.OrderID.String())
+	if g.Status != 503 || g.Header.Get("Retry-After") == "" {
+		t.Fatalf("GET while the read model lags: %d %s", g.Status, g.Body)
+	}
+	_ = tx.Rollback(ctx)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if g := d.client.Get("/v1/orders/pod/" + o.OrderID.String()); g.Status != 200 {
+			return testenv.Errorf("GET after the read model caught up: %d %s", g.Status, g.Body)
+		}
+		return nil
+	})
+}
+
+// Finding: the push manager is not idempotent on events. A PROCESSING event
+// delivered twice (the outbox republishes after a partial ProduceSync
+// failure or a failed commit) re-creates the push job after the order moved
+// on; the worker pushes without checking the order's state, so a CANCELLED
+// order reaches the platform: cancel and push both win.
+// An old PROCESSING event delivered again (at-least-once) after the order
+// was cancelled does not push it.
+func TestRepeatedEventNeverPushesCancelledOrder(t *testing.T) {
+	d := startDemo(t, fastPushes)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	shop := d.store(t, "ACTIVE").ShopDomain
+	d.app.Simulator.FailNext(1000) // the platform is down for a while
+	o := create(t, d.client, tshirtOrder(v.VariantID, "dup-ev-1", 1))
+	testenv.Eventually(t, 60*time.Second, func() error {
+		got := d.detail(t, d.client, o.OrderID)
+		if got.Status != "FAILED" || len(got.DeliveryAttempts) != 4 {
+			return testenv.Errorf("%s with %d attempts", got.Status, len(got.DeliveryAttempts))
+		}
+		return nil
+	})
+	d.app.Simulator.FailNext(0) // the platform is back
+	if r := d.client.Do("POST", "/v1/orders/pod/"+o.OrderID.String()+"/cancel", nil); r.Status != 200 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	// Redeliver the first PROCESSING event, byte for byte (same id, same version).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.app.Brokers...), kgo.ConsumeTopics(schemas.TopicOrderEvents),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var dup *kgo.Record
+	for dup == nil {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("no PROCESSING event found")
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if dup == nil && string(r.Key) == o.OrderID.String() && strings.Contains(string(r.Value), `"client_status":"PROCESSING"`) {
+				dup = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
+			}
+		})
+	}
+	if err := d.app.Producer.ProduceSync(ctx, dup).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	got := d.detail(t, d.client, o.OrderID)
+	if n := d.app.Simulator.Orders(shop); n != 0 {
+		t.Fatalf("order is %s in our system but the platform received %d order(s)", got.Status, n)
+	}
+}
+
+// Finding: an order whose command fits the producer's record limit but
+// whose event does not is accepted (the decision commits) and then wedges
+// the outbox of its commands partition: flushSome fails on the same first
+// row forever, so no later event of any order on that partition is
+// published (orders stay unprojected and never pushed).
+// An order too large to publish is refused with 413 before it is accepted,
+// and later orders flow.
+func TestOversizedOrderRefusedBeforeAcceptance(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	b := tshirtOrder(v.VariantID, "big-note", 1)
+	b["note"] = strings.Repeat("x", 5001)
+	if r := d.client.Do("POST", "/v1/orders/pod", b); r.Status != 400 || r.Err(t).Message != "note must be at most 5000 characters" {
+		t.Fatalf("long note: %d %s", r.Status, r.Body)
+	}
+	lines := make([]any, 100)
+	for i := range lines {
+		sides := map[string]any{}
+		for _, s := range []string{"front_side", "back", "left_sleeve", "right_sleeve"} {
+			sides[s] = "https://img.example.com/" + strings.Repeat("p", 2000)
+		}
+		lines[i] = map[string]any{"variant_id": v.VariantID, "quantity": 1, "sides": sides}
+	}
+	big := tshirtOrder(v.VariantID, "big-lines", 1)
+	big["line_items"] = lines
+	r := d.client.Do("POST", "/v1/orders/pod", big)
+	if r.Status != 413 || r.Err(t).Error != schemas.CodePayloadTooLarge {
+		t.Fatalf("order too large to publish: %d %.300s", r.Status, r.Body)
+	}
+	create(t, d.client, tshirtOrder(v.VariantID, "after-big", 1))
+	var n int
+	_ = d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM order_state`).Scan(&n)
+	if n != 1 {
+		t.Fatalf("%d orders decided, want 1", n)
+	}
+}
