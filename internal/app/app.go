@@ -138,7 +138,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 }
 
 func (a *App) runConsumer(ctx context.Context, runner *stream.Runner, c stream.Consumer) {
-	c.ClientOpts = append(c.ClientOpts, a.kafkaMetrics(c.Name)...)
+	c.SessionOpts = func() []kgo.Opt { return a.kafkaMetrics(c.Name) }
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

@@ -33,8 +33,13 @@ type Consumer struct {
 	// IdleCheck is how often an idle consumer looks for a rewind of its
 	// stored offsets (podctl replay); default 2s.
 	IdleCheck time.Duration
-	// ClientOpts are extra kgo options (metrics hooks).
+	// ClientOpts are extra kgo options.
 	ClientOpts []kgo.Opt
+	// SessionOpts, when set, gives options for each new client: the loop
+	// makes a fresh client per group session (after a rewind, an error),
+	// and hooks that keep per-client state (kprom) must not be shared
+	// between an old client's last callbacks and a new one.
+	SessionOpts func() []kgo.Opt
 }
 
 // Runner runs consumers against one Postgres pool and broker list.
@@ -122,7 +127,11 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			return assigned, nil
 		}),
 	}
-	cl, err := kgo.NewClient(append(opts, c.ClientOpts...)...)
+	opts = append(opts, c.ClientOpts...)
+	if c.SessionOpts != nil {
+		opts = append(opts, c.SessionOpts()...)
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", c.Name, err)
 	}
