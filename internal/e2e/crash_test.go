@@ -80,9 +80,6 @@ func (p *podsvcProc) kill(t *testing.T) {
 // decided, restarts it on the same data, and checks that every accepted
 // order exists exactly once with its complete event history.
 func TestCrashMidBatchLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and kills a podsvc process")
-	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "podsvc")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/printpod/pod/cmd/podsvc").CombinedOutput(); err != nil {

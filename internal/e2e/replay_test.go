@@ -9,9 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/testenv"
-	"github.com/printpod/pod/schemas"
 )
 
 // tableRows renders every row of a table, ordered, as text.
@@ -104,6 +102,4 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 	if r := runPodctl(t, bin, env, "replay", "--projection", "nope"); r.err == nil || !strings.Contains(r.stderr, "catalog") {
 		t.Fatalf("unknown projection: %v %s", r.err, r.stderr)
 	}
-	_ = order.KindCancel
-	_ = schemas.StatusFulfilled
 }
