@@ -41,16 +41,12 @@ func catalogCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s is not a valid catalog:\n%w", args[0], err)
 			}
-			e, err := openEnv(cmd.Context())
+			e, err := openKafkaEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.close()
-			cl, err := e.producer()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+			cl := e.kafka
 
 			var bar *progressbar.ProgressBar
 			progress := func(done, total int) {

@@ -39,8 +39,9 @@ func main() {
 
 // env is what every subcommand connects to.
 type env struct {
-	cfg  config.Config
-	pool *pgxpool.Pool
+	cfg   config.Config
+	pool  *pgxpool.Pool
+	kafka *kgo.Client // set by openKafkaEnv
 }
 
 func openEnv(ctx context.Context) (*env, error) {
@@ -55,15 +56,29 @@ func openEnv(ctx context.Context) (*env, error) {
 	return &env{cfg: cfg, pool: pool}, nil
 }
 
-func (e *env) close() { e.pool.Close() }
+func (e *env) close() {
+	if e.kafka != nil {
+		e.kafka.Close()
+	}
+	e.pool.Close()
+}
 
-// producer connects to KAFKA_BROKERS or to the running embedded broker.
-func (e *env) producer() (*kgo.Client, error) {
-	brokers, err := kafka.ResolveBrokers(e.cfg.KafkaBrokers, e.cfg.KafkaAddrFile())
+// openKafkaEnv is openEnv plus a client of KAFKA_BROKERS or of the running
+// embedded broker.
+func openKafkaEnv(ctx context.Context) (*env, error) {
+	e, err := openEnv(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return kafka.NewProducer(brokers, kgo.ClientID("podctl"))
+	brokers, err := kafka.ResolveBrokers(e.cfg.KafkaBrokers, e.cfg.KafkaAddrFile())
+	if err == nil {
+		e.kafka, err = kafka.NewProducer(brokers, kgo.ClientID("podctl"))
+	}
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
 }
 
 func printJSON(w io.Writer, v any) error {

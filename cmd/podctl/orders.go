@@ -45,16 +45,12 @@ func fulfillmentCmd() *cobra.Command {
 			if u.Status == "" && u.Tracking == nil {
 				return fmt.Errorf("nothing to publish: give --status and/or tracking flags")
 			}
-			e, err := openEnv(cmd.Context())
+			e, err := openKafkaEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.close()
-			cl, err := e.producer()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+			cl := e.kafka
 			if err := order.PublishFulfillment(cmd.Context(), cl, u); err != nil {
 				return fmt.Errorf("publish: %w", err)
 			}
@@ -89,16 +85,12 @@ func replayCmd() *cobra.Command {
 				return fmt.Errorf("--projection must be one of %v", projections.Names())
 			}
 			ctx := cmd.Context()
-			e, err := openEnv(ctx)
+			e, err := openKafkaEnv(ctx)
 			if err != nil {
 				return err
 			}
 			defer e.close()
-			cl, err := e.producer()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
+			cl := e.kafka
 			ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.Topic)
 			if err != nil {
 				return fmt.Errorf("read the log end of %s: %w", p.Topic, err)
