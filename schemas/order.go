@@ -2,9 +2,11 @@ package schemas
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Order event types on TopicOrderEvents (the public stream: facts only).
@@ -23,6 +25,18 @@ const (
 	HeaderEventType    = "event-type"
 	HeaderOrderVersion = "order-version"
 )
+
+// OrderVersion reads the HeaderOrderVersion header of a pod.order.events
+// record; 0 when it is missing or malformed.
+func OrderVersion(headers []kgo.RecordHeader) int {
+	for _, h := range headers {
+		if h.Key == HeaderOrderVersion {
+			n, _ := strconv.Atoi(string(h.Value))
+			return n
+		}
+	}
+	return 0
+}
 
 // Order statuses.
 const (

@@ -29,15 +29,24 @@ type Bus struct {
 	Notify   *pgnotify.Listener // channel NotifyDecided
 }
 
-// Send appends a command to pod.order.commands, keyed by order id, and
-// returns once the broker acknowledged it.
-func Send(ctx context.Context, producer *kgo.Client, c Command) error {
+// Record is the pod.order.commands record of c, keyed by order id so one
+// decider owns each order.
+func Record(c Command) (*kgo.Record, error) {
 	value, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: schemas.TopicOrderCommands, Key: []byte(c.OrderID.String()), Value: value,
+		Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}}, nil
+}
+
+// Send appends a command to pod.order.commands and returns once the broker
+// acknowledged it.
+func Send(ctx context.Context, producer *kgo.Client, c Command) error {
+	rec, err := Record(c)
 	if err != nil {
 		return err
 	}
-	rec := &kgo.Record{Topic: schemas.TopicOrderCommands, Key: []byte(c.OrderID.String()), Value: value,
-		Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := producer.ProduceSync(ctx, rec).FirstErr(); err != nil {

@@ -34,12 +34,11 @@ func FulfillmentBridge(producer *kgo.Client, log *slog.Logger) stream.Consumer {
 				}
 				c := Command{ID: uuid.NewSHA1(u.ID, []byte("fulfillment")), Kind: KindFulfillment, OrderID: u.OrderID,
 					Status: u.Status, Tracking: u.Tracking}
-				value, err := json.Marshal(c)
+				rec, err := Record(c)
 				if err != nil {
 					return err
 				}
-				out = append(out, &kgo.Record{Topic: schemas.TopicOrderCommands, Key: []byte(u.OrderID.String()), Value: value,
-					Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}})
+				out = append(out, rec)
 			}
 			if len(out) == 0 {
 				return nil

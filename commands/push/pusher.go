@@ -94,12 +94,7 @@ func (m *Manager) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		if o.ClientStatus != nil {
 			status = *o.ClientStatus
 		}
-		version := 0
-		for _, h := range rec.Headers {
-			if h.Key == schemas.HeaderOrderVersion {
-				_, _ = fmt.Sscan(string(h.Value), &version)
-			}
-		}
+		version := schemas.OrderVersion(rec.Headers)
 		last, known := handled[o.ID]
 		if version <= last || (!known && ev.Type != schemas.TypeOrderCreated) {
 			continue // seen already, or an order whose creation this manager never saw

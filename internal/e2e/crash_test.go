@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -303,12 +302,7 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 			if err := schemas.ValidateEvent(rec.Value); err != nil {
 				t.Errorf("event %s %s does not match its schema: %v", ev.Type, ev.ID, err)
 			}
-			v := 0
-			for _, h := range rec.Headers {
-				if h.Key == schemas.HeaderOrderVersion {
-					v, _ = strconv.Atoi(string(h.Value))
-				}
-			}
+			v := schemas.OrderVersion(rec.Headers)
 			k := string(rec.Key)
 			if versions[k] == nil {
 				versions[k] = map[int]uuid.UUID{}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -45,7 +44,7 @@ func Projector(log *slog.Logger) stream.Consumer {
 					log.Error("skipping undecodable order event", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 					continue
 				}
-				version := headerInt(rec, schemas.HeaderOrderVersion)
+				version := schemas.OrderVersion(rec.Headers)
 				var d schemas.OrderEventData
 				if err := ev.Decode(&d); err != nil || version <= 0 {
 					log.Error("skipping order event without data or version", "event_id", ev.ID, "offset", rec.Offset, "err", err)
@@ -66,16 +65,6 @@ func Projector(log *slog.Logger) stream.Consumer {
 			return nil
 		},
 	}
-}
-
-func headerInt(rec *kgo.Record, key string) int {
-	for _, h := range rec.Headers {
-		if h.Key == key {
-			n, _ := strconv.Atoi(string(h.Value))
-			return n
-		}
-	}
-	return 0
 }
 
 func queue(b *pgx.Batch, ev schemas.Event, d schemas.OrderEventData, version int) {
