@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/pgnotify"
+	orderrm "github.com/printpod/pod/projections/order"
 )
 
 // MaxBatchOrders is the most orders one batch holds. A batch body is bound
@@ -279,12 +280,7 @@ func (w *BatchWorker) work(ctx context.Context, t *batchTask) {
 		t.result, _ = marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
 		return
 	}
-	if raw, err := marshalJSON(body); err == nil {
-		var v struct {
-			OrderID uuid.UUID `json:"order_id"`
-		}
-		if json.Unmarshal(raw, &v) == nil {
-			t.orderID = &v.OrderID
-		}
+	if o, ok := body.(orderrm.Order); ok {
+		t.orderID = &o.OrderID
 	}
 }

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -97,7 +98,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, log *slog
 			}
 		}
 		status := c.Response().StatusCode()
-		bg, cancel := contextWithTimeout(2 * time.Second)
+		bg, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if status >= 500 {
 			rdb.Del(bg, rkey)

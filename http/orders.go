@@ -225,12 +225,10 @@ func (o *Orders) command(kind string) fiber.Handler {
 			return err
 		}
 		ctx, account := c.UserContext(), accountOf(c)
-		// A quick 404 for ids the account does not have (the decider
-		// would answer the same, after a round trip through the log).
-		if _, err := o.Queries.Get(ctx, account, id); errors.Is(err, orderrm.ErrNotFound) {
-			if _, known, _ := order.LoadState(ctx, o.Bus.Pool, account, id); !known {
-				return NotFound("order")
-			}
+		// Ids the account does not have are answered here, so they never
+		// reach the log (the decider would answer the same 404).
+		if _, known, err := order.LoadState(ctx, o.Bus.Pool, account, id); err == nil && !known {
+			return NotFound("order")
 		}
 		dec, err := o.Bus.Decide(ctx, order.Command{ID: commandID(c, kind+"/"+id.String()), Kind: kind, OrderID: id, AccountID: account}, o.wait())
 		if err != nil {
@@ -251,8 +249,4 @@ func (o *Orders) command(kind string) fiber.Handler {
 		}
 		return c.JSON(res)
 	}
-}
-
-func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
 }

@@ -345,9 +345,7 @@ func (d *Decider) Relay(ctx context.Context, every time.Duration) {
 }
 
 // LoadDecision reads a command's decision; ok is false while undecided.
-func LoadDecision(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, commandID uuid.UUID) (d Decision, ok bool, err error) {
+func LoadDecision(ctx context.Context, q *pgxpool.Pool, commandID uuid.UUID) (d Decision, ok bool, err error) {
 	var code, msg, status *string
 	err = q.QueryRow(ctx, `SELECT order_id, error_code, error_message, status, version FROM order_decisions WHERE command_id = $1`,
 		commandID).Scan(&d.OrderID, &code, &msg, &status, &d.Version)
