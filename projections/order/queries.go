@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/schemas"
 )
 
@@ -271,38 +272,19 @@ func (q Queries) Detail(ctx context.Context, account, id uuid.UUID) (Detail, err
 	return d, nil
 }
 
-// storedLine is a line as order.created carries it.
-type storedLine struct {
-	LineItemID         uuid.UUID         `json:"line_item_id"`
-	VariantID          uuid.UUID         `json:"variant_id"`
-	Quantity           int               `json:"quantity"`
-	Sides              map[string]string `json:"sides"`
-	PrintingTechnique  string            `json:"printing_technique"`
-	EmbFile            string            `json:"emb_file"`
-	DesignEmbType      string            `json:"design_emb_type"`
-	NumberOfPets       *int              `json:"number_of_pets"`
-	YarnType           string            `json:"yarn_type"`
-	AddonService       string            `json:"addon_service"`
-	SKU                string            `json:"sku"`
-	Title              string            `json:"title"`
-	ImageURL           string            `json:"image_url"`
-	LineTotal          *schemas.Money    `json:"line_total"`
-	LineAddonSurcharge *schemas.Money    `json:"line_addon_surcharge"`
-}
-
 func detailLines(raw []byte) ([]LineItem, error) {
-	var stored []storedLine
+	var stored []order.Line // as order.created carries them
 	if err := json.Unmarshal(raw, &stored); err != nil {
 		return nil, fmt.Errorf("order lines: %w", err)
 	}
 	out := make([]LineItem, 0, len(stored))
 	for _, l := range stored {
 		li := LineItem{LineItemID: l.LineItemID, VariantID: l.VariantID, Quantity: l.Quantity, Sides: l.Sides,
-			LineTotal: l.LineTotal, SKU: str(l.SKU), Title: str(l.Title), ImageURL: str(l.ImageURL),
+			LineTotal: &l.LineTotal, SKU: str(l.SKU), Title: str(l.Title), ImageURL: str(l.ImageURL),
 			AddonService: str(l.AddonService), PrintingTechnique: str(l.PrintingTechnique), EmbFile: str(l.EmbFile),
 			DesignEmbType: str(l.DesignEmbType), NumberOfPets: l.NumberOfPets, YarnType: str(l.YarnType)}
 		if l.AddonService != "" {
-			li.LineAddonSurcharge = l.LineAddonSurcharge
+			li.LineAddonSurcharge = &l.LineAddonSurcharge
 		}
 		out = append(out, li)
 	}
