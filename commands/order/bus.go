@@ -36,6 +36,9 @@ func Record(c Command) (*kgo.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(value) > MaxCommandBytes {
+		return nil, &TooLargeError{Size: len(value)}
+	}
 	return &kgo.Record{Topic: schemas.TopicOrderCommands, Key: []byte(c.OrderID.String()), Value: value,
 		Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}}, nil
 }

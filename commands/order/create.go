@@ -41,9 +41,10 @@ type Created struct {
 	Details  schemas.OrderDetails
 }
 
-// MaxCommandBytes bounds an encoded create command. Its event carries the
-// same details, and both must stay well inside Kafka's default 1 MB record
-// limit: an order that could not be published must never be accepted.
+// MaxCommandBytes bounds an encoded command (Record refuses larger ones). A
+// create's event carries the same details, and both must stay well inside
+// Kafka's default 1 MB record limit: an order that could not be published
+// must never be accepted.
 const MaxCommandBytes = 768 << 10
 
 // TooLargeError is an order whose priced form exceeds MaxCommandBytes.
@@ -134,10 +135,6 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	}
 	cmd := Command{ID: cmdID, Kind: KindCreate, OrderID: orderID, AccountID: in.AccountID,
 		ReferenceID: draft.ReferenceID, StoreID: draft.StoreID, Details: &details}
-	if raw, err := json.Marshal(cmd); err != nil || len(raw) > MaxCommandBytes {
-		release()
-		return Created{}, &TooLargeError{Size: len(raw)}
-	}
 	dec, err := c.Bus.Decide(ctx, cmd, c.wait())
 	if err != nil {
 		if !errors.Is(err, ErrUndecided) {
