@@ -19,6 +19,9 @@ const (
 	TopicWebhookDeliveries = "pod.webhook.deliveries"
 	// TopicWebhookDLQ carries deliveries that failed their last attempt.
 	TopicWebhookDLQ = "pod.webhook.deliveries.dlq"
+	// TopicWebhookAttempts carries the result of every delivery attempt,
+	// keyed by webhook id; the delivery log is built from it.
+	TopicWebhookAttempts = "pod.webhook.attempts"
 )
 
 // WebhookRetryTiers are the retry topics, one per wait before attempts 2..7.
@@ -35,7 +38,7 @@ var WebhookRetryTiers = []string{
 func AllTopics() []string {
 	ts := []string{
 		TopicCatalogEvents, TopicOrderCommands, TopicOrderEvents, TopicFulfillmentUpdates,
-		TopicWebhookCommands, TopicWebhookEvents, TopicWebhookDeliveries, TopicWebhookDLQ,
+		TopicWebhookCommands, TopicWebhookEvents, TopicWebhookDeliveries, TopicWebhookDLQ, TopicWebhookAttempts,
 	}
 	return append(ts, WebhookRetryTiers...)
 }

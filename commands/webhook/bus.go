@@ -1,0 +1,68 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrCommandLog means the command could not be written to the log.
+var ErrCommandLog = errors.New("the webhook command log is unavailable")
+
+// ErrUndecided means the command is on the log but was not decided in time.
+var ErrUndecided = errors.New("the webhook command was accepted but not decided in time")
+
+// Bus sends webhook commands and waits for their decisions.
+type Bus struct {
+	Producer *kgo.Client
+	Pool     *pgxpool.Pool
+	Notify   *pgnotify.Listener // channel NotifyDecided
+}
+
+// Send appends c to pod.webhook.commands, keyed by client id.
+func Send(ctx context.Context, producer *kgo.Client, c Command) error {
+	value, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rec := &kgo.Record{Topic: schemas.TopicWebhookCommands, Key: []byte(c.AccountID.String()), Value: value,
+		Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}}
+	if err := producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCommandLog, err)
+	}
+	return nil
+}
+
+// Decide sends c unless it was decided already and waits up to wait for its
+// decision.
+func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
+	if d, ok, err := LoadDecision(ctx, b.Pool, c.ID); err != nil {
+		return Decision{}, err
+	} else if ok {
+		return d, nil
+	}
+	if err := Send(ctx, b.Producer, c); err != nil {
+		return Decision{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var dec Decision
+	err := b.Notify.Wait(ctx, NotifyDecided, c.ID.String(), 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		d, ok, err := LoadDecision(ctx, b.Pool, c.ID)
+		dec = d
+		return ok, err
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Decision{}, ErrUndecided
+	}
+	return dec, err
+}

@@ -1,0 +1,241 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DeciderName is the decider's consumer group and offsets key.
+const DeciderName = "webhook-decider"
+
+// NotifyDecided is the Postgres channel a decision is announced on (payload:
+// the command id).
+const NotifyDecided = "webhook_decided"
+
+// Decider applies webhook commands. Per batch one transaction holds the
+// consumed offsets, the webhooks' new state and the decisions; the batch's
+// events are published before that transaction commits, with ids derived
+// from their command, so a batch done again after a crash republishes the
+// same events (consumers dedupe on the id) and never loses one.
+type Decider struct {
+	Pool     *pgxpool.Pool
+	Producer *kgo.Client
+	Log      *slog.Logger
+}
+
+// Consumer is the decider's stream consumer.
+func (d *Decider) Consumer() stream.Consumer {
+	return stream.Consumer{Name: DeciderName, Topics: []string{schemas.TopicWebhookCommands}, Handle: d.handle, MaxBatch: 500}
+}
+
+const webhookColumns = `id, account_id, url, description, topics, is_active, disabled_reason, gen, secret,
+	previous_secret, previous_secret_until, created_at, updated_at`
+
+func scanWebhook(row pgx.Row) (*Webhook, error) {
+	var w Webhook
+	err := row.Scan(&w.ID, &w.AccountID, &w.URL, &w.Description, &w.Topics, &w.IsActive, &w.DisabledReason, &w.Gen,
+		&w.Secret, &w.PreviousSecret, &w.PreviousSecretUntil, &w.CreatedAt, &w.UpdatedAt)
+	return &w, err
+}
+
+func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	var cmds []Command
+	var times []time.Time
+	var ids, accounts []uuid.UUID
+	for _, r := range recs {
+		var c Command
+		if err := json.Unmarshal(r.Value, &c); err != nil || c.ID == uuid.Nil || c.AccountID == uuid.Nil {
+			d.Log.Error("dropping undecodable webhook command", "partition", r.Partition, "offset", r.Offset, "err", err)
+			continue
+		}
+		cmds = append(cmds, c)
+		times = append(times, r.Timestamp)
+		ids = append(ids, c.ID)
+		accounts = append(accounts, c.AccountID)
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	decided := map[uuid.UUID]bool{}
+	rows, err := tx.Query(ctx, `SELECT command_id FROM webhook_decisions WHERE command_id = ANY($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("load decisions: %w", err)
+	}
+	var id uuid.UUID
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { decided[id] = true; return nil }); err != nil {
+		return fmt.Errorf("load decisions: %w", err)
+	}
+	// Every webhook of the batch's clients, locked: the limit counts them.
+	byAccount := map[uuid.UUID]map[uuid.UUID]*Webhook{}
+	rows, err = tx.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE account_id = ANY($1) FOR UPDATE`, accounts)
+	if err != nil {
+		return fmt.Errorf("load webhooks: %w", err)
+	}
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("load webhooks: %w", err)
+		}
+		if byAccount[w.AccountID] == nil {
+			byAccount[w.AccountID] = map[uuid.UUID]*Webhook{}
+		}
+		byAccount[w.AccountID][w.ID] = w
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load webhooks: %w", err)
+	}
+
+	batch := &pgx.Batch{}
+	var events []*kgo.Record
+	var notify []string
+	for i, c := range cmds {
+		if decided[c.ID] {
+			continue
+		}
+		decided[c.ID] = true
+		hooks := byAccount[c.AccountID]
+		if hooks == nil {
+			hooks = map[uuid.UUID]*Webhook{}
+			byAccount[c.AccountID] = hooks
+		}
+		at := times[i]
+		if at.IsZero() {
+			at = time.Now()
+		}
+		ch, err := Decide(hooks, c, at)
+		var code, msg string
+		switch {
+		case errors.Is(err, ErrNotFound):
+			code, msg = schemas.CodeNotFound, "webhook not found"
+		case errors.Is(err, ErrLimitReached):
+			code, msg = schemas.CodeWebhookLimitReached, "this client already has 5 webhooks; delete one first"
+		case err != nil:
+			d.Log.Warn("webhook command refused", "command", c.ID, "kind", c.Kind, "err", err)
+			code, msg = schemas.CodeValidation, err.Error()
+		}
+		batch.Queue(`INSERT INTO webhook_decisions (command_id, webhook_id, error_code, error_message)
+			VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''))`, c.ID, c.WebhookID, code, msg)
+		notify = append(notify, c.ID.String())
+		if err != nil || ch.EventType == "" {
+			continue
+		}
+		fact := schemas.WebhookFact{ID: c.WebhookID, AccountID: c.AccountID, UpdatedAt: at.UTC()}
+		if ch.Webhook != nil {
+			w := ch.Webhook
+			hooks[w.ID] = w
+			fact = w.Fact()
+			batch.Queue(`INSERT INTO webhooks (`+webhookColumns+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)
+				ON CONFLICT (id) DO UPDATE SET url = excluded.url, description = excluded.description, topics = excluded.topics,
+				is_active = excluded.is_active, disabled_reason = excluded.disabled_reason, gen = excluded.gen,
+				secret = excluded.secret, previous_secret = excluded.previous_secret,
+				previous_secret_until = excluded.previous_secret_until, updated_at = excluded.updated_at`,
+				w.ID, w.AccountID, w.URL, w.Description, w.Topics, w.IsActive, w.DisabledReason, w.Gen, w.Secret,
+				w.PreviousSecret, w.PreviousSecretUntil, w.CreatedAt, w.UpdatedAt)
+		} else {
+			delete(hooks, ch.Deleted)
+			batch.Queue(`DELETE FROM webhooks WHERE id = $1`, ch.Deleted)
+		}
+		ev, err := schemas.NewEventWithID(uuid.NewSHA1(c.ID, []byte("event")), ch.EventType, at, fact)
+		if err != nil {
+			return err
+		}
+		value, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		events = append(events, &kgo.Record{Topic: schemas.TopicWebhookEvents, Key: []byte(c.AccountID.String()), Value: value,
+			Headers: []kgo.RecordHeader{{Key: schemas.HeaderEventType, Value: []byte(ch.EventType)}}})
+	}
+	if len(notify) > 0 {
+		batch.Queue(`SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id`, NotifyDecided, notify)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("store webhook decisions: %w", err)
+	}
+	if len(events) > 0 {
+		if err := d.Producer.ProduceSync(ctx, events...).FirstErr(); err != nil {
+			return fmt.Errorf("publish webhook events: %w", err)
+		}
+	}
+	return nil
+}
+
+// Decision is the outcome of one webhook command.
+type Decision struct {
+	WebhookID uuid.UUID
+	Code      string // "" when accepted
+	Message   string
+}
+
+// LoadDecision reads a command's decision; ok is false while undecided.
+func LoadDecision(ctx context.Context, pool *pgxpool.Pool, commandID uuid.UUID) (d Decision, ok bool, err error) {
+	var code, msg *string
+	err = pool.QueryRow(ctx, `SELECT webhook_id, error_code, error_message FROM webhook_decisions WHERE command_id = $1`,
+		commandID).Scan(&d.WebhookID, &code, &msg)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Decision{}, false, nil
+	}
+	if err != nil {
+		return Decision{}, false, err
+	}
+	if code != nil {
+		d.Code = *code
+	}
+	if msg != nil {
+		d.Message = *msg
+	}
+	return d, true, nil
+}
+
+// Load reads one webhook of the account (nil when there is none).
+func Load(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, account, id uuid.UUID) (*Webhook, error) {
+	w, err := scanWebhook(q.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = $1 AND account_id = $2`, id, account))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return w, err
+}
+
+// List reads the account's webhooks, newest first, after the keyset
+// position (created_at, id) when after is set.
+func List(ctx context.Context, pool *pgxpool.Pool, account uuid.UUID, after *time.Time, afterID uuid.UUID, limit int) ([]*Webhook, error) {
+	rows, err := pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE account_id = $1
+		AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3)) ORDER BY created_at DESC, id DESC LIMIT $4`,
+		account, after, afterID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Webhook
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// DecisionRetention is how long decisions are kept for repeats of a command.
+const DecisionRetention = 7 * 24 * time.Hour
+
+// Prune drops decisions older than DecisionRetention.
+func Prune(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, `DELETE FROM webhook_decisions WHERE decided_at < now() - $1::interval`, DecisionRetention.String())
+	return err
+}

@@ -1,0 +1,160 @@
+// Package webhook is the webhook decider: it owns every webhook's state and
+// the per-client limit. Commands are keyed by client (account) id, so one
+// decider sees all commands of a client in order, and the limit of 5 holds
+// under any number of concurrent creates.
+package webhook
+
+import (
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
+)
+
+// MaxPerClient is how many webhooks a client may have.
+const MaxPerClient = 5
+
+// ReasonTooManyFailures is the disabled_reason of an auto-disabled webhook.
+const ReasonTooManyFailures = "too_many_failures"
+
+// RotationOverlap is how long the previous secret keeps signing (as a
+// second Standard Webhooks signature) after a rotation.
+const RotationOverlap = 24 * time.Hour
+
+// Command kinds.
+const (
+	KindCreate  = "create"
+	KindUpdate  = "update"
+	KindDelete  = "delete"
+	KindRotate  = "rotate_secret"
+	KindDisable = "disable" // automatic, after too many failed deliveries
+)
+
+// Errors of Decide; the API maps them to codes.
+var (
+	ErrNotFound     = errors.New("webhook not found")
+	ErrLimitReached = errors.New("client already has 5 webhooks")
+)
+
+// Command is one webhook command on pod.webhook.commands.
+type Command struct {
+	ID        uuid.UUID `json:"id"`
+	Kind      string    `json:"kind"`
+	AccountID uuid.UUID `json:"account_id"`
+	WebhookID uuid.UUID `json:"webhook_id"`
+	// create and update
+	URL         *string  `json:"url,omitempty"`
+	Topics      []string `json:"topics,omitempty"`
+	Description *string  `json:"description,omitempty"`
+	// SetDescription: an update sets description (to nil: clears it).
+	SetDescription bool  `json:"set_description,omitempty"`
+	IsActive       *bool `json:"is_active,omitempty"`
+	// create and rotate_secret: the new secret, sealed (never plain text).
+	Secret string `json:"secret,omitempty"`
+	// disable: the generation the failures were counted for, and why.
+	Gen    int    `json:"gen,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Webhook is the decider's state of one webhook.
+type Webhook struct {
+	ID                  uuid.UUID
+	AccountID           uuid.UUID
+	URL                 string
+	Description         *string
+	Topics              []string
+	IsActive            bool
+	DisabledReason      *string
+	Gen                 int
+	Secret              string // sealed
+	PreviousSecret      *string
+	PreviousSecretUntil *time.Time
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}
+
+// Fact is the webhook as its events carry it.
+func (w Webhook) Fact() schemas.WebhookFact {
+	return schemas.WebhookFact{ID: w.ID, AccountID: w.AccountID, URL: w.URL, Description: w.Description,
+		Topics: w.Topics, IsActive: w.IsActive, DisabledReason: w.DisabledReason, Gen: w.Gen, UpdatedAt: w.UpdatedAt}
+}
+
+// Change is what Decide did to one webhook: the new state (nil when
+// deleted) and the event type announcing it ("" when nothing changed).
+type Change struct {
+	Webhook   *Webhook
+	Deleted   uuid.UUID
+	EventType string
+}
+
+// Decide applies c to the client's webhooks (all of them, by id).
+func Decide(hooks map[uuid.UUID]*Webhook, c Command, now time.Time) (Change, error) {
+	now = now.UTC()
+	w := hooks[c.WebhookID]
+	if w != nil && w.AccountID != c.AccountID {
+		w = nil // another client's webhook does not exist for this one
+	}
+	if c.Kind == KindCreate {
+		if w != nil {
+			return Change{Webhook: w}, nil // the same create again
+		}
+		if len(hooks) >= MaxPerClient {
+			return Change{}, ErrLimitReached
+		}
+		if c.URL == nil || len(c.Topics) == 0 || c.Secret == "" {
+			return Change{}, errors.New("create command without url, topics or secret")
+		}
+		nw := &Webhook{ID: c.WebhookID, AccountID: c.AccountID, URL: *c.URL, Description: c.Description,
+			Topics: c.Topics, IsActive: true, Gen: 1, Secret: c.Secret, CreatedAt: now, UpdatedAt: now}
+		return Change{Webhook: nw, EventType: schemas.TypeWebhookCreated}, nil
+	}
+	if w == nil {
+		return Change{}, ErrNotFound
+	}
+	nw := *w
+	switch c.Kind {
+	case KindDelete:
+		return Change{Deleted: w.ID, EventType: schemas.TypeWebhookDeleted}, nil
+	case KindRotate:
+		if c.Secret == "" {
+			return Change{}, errors.New("rotate command without secret")
+		}
+		prev, until := w.Secret, now.Add(RotationOverlap)
+		nw.PreviousSecret, nw.PreviousSecretUntil, nw.Secret = &prev, &until, c.Secret
+		nw.UpdatedAt = now
+		return Change{Webhook: &nw, EventType: schemas.TypeWebhookSecretRotated}, nil
+	case KindDisable:
+		if !w.IsActive || w.Gen != c.Gen {
+			return Change{Webhook: w}, nil // already off, or counted for an earlier activation
+		}
+		reason := c.Reason
+		nw.IsActive, nw.DisabledReason, nw.UpdatedAt = false, &reason, now
+		return Change{Webhook: &nw, EventType: schemas.TypeWebhookDisabled}, nil
+	case KindUpdate:
+		typ := schemas.TypeWebhookUpdated
+		if c.URL != nil {
+			nw.URL = *c.URL
+		}
+		if c.Topics != nil {
+			nw.Topics = c.Topics
+		}
+		if c.SetDescription {
+			nw.Description = c.Description
+		}
+		if c.IsActive != nil {
+			switch {
+			case *c.IsActive && !w.IsActive:
+				nw.IsActive, nw.DisabledReason = true, nil
+				nw.Gen++ // a fresh failure streak; older pending deliveries stay cancelled
+				typ = schemas.TypeWebhookEnabled
+			case !*c.IsActive && w.IsActive:
+				nw.IsActive, nw.DisabledReason = false, nil
+				typ = schemas.TypeWebhookDisabled
+			}
+		}
+		nw.UpdatedAt = now
+		return Change{Webhook: &nw, EventType: typ}, nil
+	}
+	return Change{}, errors.New("unknown webhook command kind " + c.Kind)
+}
