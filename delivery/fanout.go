@@ -1,0 +1,160 @@
+// Package delivery sends events to clients' webhooks: fan-out of order
+// events to delivery tasks, the sender with its retry tiers, request
+// signing, the URL guard and the Redis failure streaks.
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// FanoutName is the fan-out consumer's group and offsets key.
+const FanoutName = "delivery.fanout"
+
+// DeliveryID is the id of the delivery of one event to one webhook: the
+// same pair always gets the same id, so a repeated fan-out makes no second
+// delivery.
+func DeliveryID(webhookID, eventID uuid.UUID) uuid.UUID {
+	return uuid.NewSHA1(webhookID, eventID[:])
+}
+
+// clientOrder is data.order as clients receive it.
+type clientOrder struct {
+	ID             uuid.UUID `json:"id"`
+	ReferenceID    string    `json:"reference_id"`
+	StoreID        uuid.UUID `json:"store_id"`
+	ClientStatus   *string   `json:"client_status"`
+	ShipmentStatus *string   `json:"shipment_status"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+type clientData struct {
+	Order    clientOrder       `json:"order"`
+	Tracking *schemas.Tracking `json:"tracking"`
+	Previous json.RawMessage   `json:"previous,omitempty"`
+}
+
+// ClientPayload turns an order event into the envelope webhooks receive:
+// the same id, topic and time, and data {order, tracking, previous?} as the
+// interface defines it (internal fields such as the account are left out).
+func ClientPayload(ev schemas.Event) (json.RawMessage, schemas.OrderRef, error) {
+	var d schemas.OrderEventData
+	if err := ev.Decode(&d); err != nil {
+		return nil, schemas.OrderRef{}, err
+	}
+	o := d.Order
+	data := clientData{Order: clientOrder{ID: o.ID, ReferenceID: o.ReferenceID, StoreID: o.StoreID, ClientStatus: o.ClientStatus,
+		ShipmentStatus: o.ShipmentStatus, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}, Tracking: d.Tracking, Previous: d.Previous}
+	env, err := schemas.NewEventWithID(ev.ID, ev.Type, ev.OccurredAt, data)
+	if err != nil {
+		return nil, o, err
+	}
+	raw, err := json.Marshal(env)
+	return raw, o, err
+}
+
+// TaskRecord is the record of a delivery task on topic.
+func TaskRecord(topic string, t schemas.DeliveryTask) (*kgo.Record, error) {
+	value, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(t.WebhookID.String()), Value: value}, nil
+}
+
+// Fanout turns order events into one delivery task per subscribed active
+// webhook of the order's client, on pod.webhook.deliveries. Tasks are
+// published before the consumed offsets commit; a batch done again after a
+// crash publishes tasks with the same delivery ids, which the sender and the
+// delivery log take once.
+type Fanout struct {
+	Pool     *pgxpool.Pool
+	Producer *kgo.Client
+	Log      *slog.Logger
+}
+
+// Consumer is the fan-out's stream consumer.
+func (f *Fanout) Consumer() stream.Consumer {
+	return stream.Consumer{Name: FanoutName, Topics: []string{schemas.TopicOrderEvents}, Handle: f.handle, MaxBatch: 1000}
+}
+
+type subscription struct {
+	id     uuid.UUID
+	topics []string
+	gen    int
+}
+
+func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	type item struct {
+		ev      schemas.Event
+		payload json.RawMessage
+		account uuid.UUID
+	}
+	var items []item
+	var accounts []uuid.UUID
+	for _, r := range recs {
+		ev, err := schemas.ParseEvent(r.Value)
+		if err != nil || !schemas.IsWebhookTopic(ev.Type) {
+			continue
+		}
+		payload, o, err := ClientPayload(ev)
+		if err != nil {
+			f.Log.Error("order event without a readable order; not delivered", "event", ev.ID, "err", err)
+			continue
+		}
+		items = append(items, item{ev: ev, payload: payload, account: o.AccountID})
+		accounts = append(accounts, o.AccountID)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT id, account_id, topics, gen FROM webhooks WHERE account_id = ANY($1) AND is_active`, accounts)
+	if err != nil {
+		return fmt.Errorf("load subscriptions: %w", err)
+	}
+	subs := map[uuid.UUID][]subscription{}
+	var s subscription
+	var account uuid.UUID
+	if _, err := pgx.ForEachRow(rows, []any{&s.id, &account, &s.topics, &s.gen}, func() error {
+		subs[account] = append(subs[account], subscription{id: s.id, topics: slices.Clone(s.topics), gen: s.gen})
+		return nil
+	}); err != nil {
+		return fmt.Errorf("load subscriptions: %w", err)
+	}
+	var out []*kgo.Record
+	now := time.Now().UTC()
+	for _, it := range items {
+		for _, sub := range subs[it.account] {
+			if !slices.Contains(sub.topics, it.ev.Type) {
+				continue
+			}
+			rec, err := TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{
+				DeliveryID: DeliveryID(sub.id, it.ev.ID), WebhookID: sub.id, AccountID: it.account, EventID: it.ev.ID,
+				Topic: it.ev.Type, Gen: sub.gen, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now, Payload: it.payload,
+			})
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if err := f.Producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
+		return fmt.Errorf("publish delivery tasks: %w", err)
+	}
+	return nil
+}

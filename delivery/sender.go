@@ -1,0 +1,655 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
+	"github.com/sethvargo/go-retry"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// SenderGroup is the consumer group of the senders. Every sender instance
+// reads the first-attempt topic and all retry tiers; Kafka spreads the
+// partitions over the instances.
+const SenderGroup = "delivery.sender"
+
+// MaxAttempts is how many attempts a delivery run has.
+const MaxAttempts = 7
+
+// UserAgent identifies our delivery requests.
+const UserAgent = "podsvc-webhooks/1.0"
+
+// Sender makes delivery attempts. Records are taken from the partitions in
+// order but worked concurrently, at most PerEndpoint at a time for one
+// webhook, so a slow or failing endpoint holds only its own tasks. A retry
+// tier partition whose head is not yet due is paused until it is (the poll
+// loop never sleeps). Offsets are committed up to the first record not
+// finished; a record worked again after a crash is recognised by its done
+// marker, or at worst attempted a second time with the same event id.
+type Sender struct {
+	Hooks       *Hooks
+	Producer    *kgo.Client
+	Brokers     []string
+	HTTP        *http.Client
+	Streaks     *Streaks
+	Marks       *DoneMarks
+	Disable     func(ctx context.Context, webhookID, account uuid.UUID, gen int) error
+	Delays      []time.Duration // waits before attempts 2..7
+	Timeout     time.Duration   // per attempt
+	Log         *slog.Logger
+	Metrics     *Metrics
+	Concurrency int              // requests in flight in all; default 256
+	PerEndpoint int              // requests in flight per webhook; default 8
+	MaxBuffered int              // records held in memory; default 10000
+	ClientOpts  func() []kgo.Opt // extra options per consumer session (metrics hooks)
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+func (s *Sender) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Topics are the topics a sender consumes: first attempts and every tier.
+func (s *Sender) Topics() []string {
+	return append([]string{schemas.TopicWebhookDeliveries}, schemas.WebhookRetryTiers...)
+}
+
+// Run consumes until ctx ends, starting a new session after failures.
+func (s *Sender) Run(ctx context.Context) {
+	if s.Concurrency <= 0 {
+		s.Concurrency = 256
+	}
+	if s.PerEndpoint <= 0 {
+		s.PerEndpoint = 8
+	}
+	if s.MaxBuffered <= 0 {
+		s.MaxBuffered = 10000
+	}
+	for ctx.Err() == nil {
+		if err := s.session(ctx); err != nil && ctx.Err() == nil {
+			s.Log.Error("delivery sender session ended; restarting", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// part is the sender's view of one owned partition.
+type part struct {
+	next        int64 // offset after the last record taken
+	epoch       int32
+	outstanding map[int64]struct{} // taken, not finished (parked, queued or in flight)
+	inflight    int
+	parked      []*kgo.Record // tier records not yet due, in order
+	timer       *time.Timer
+	paused      bool
+	committed   int64
+	revoked     bool
+}
+
+type job struct {
+	tp     tp
+	part   *part
+	offset int64
+	task   schemas.DeliveryTask
+}
+
+type endpoint struct {
+	queue   []job
+	running int
+}
+
+// session is one group membership.
+type session struct {
+	s      *Sender
+	cl     *kgo.Client
+	ctx    context.Context
+	mu     sync.Mutex
+	parts  map[tp]*part
+	ends   map[uuid.UUID]*endpoint
+	buffer chan struct{} // one slot per record held
+	reqs   chan struct{} // one slot per request in flight
+	wg     sync.WaitGroup
+}
+
+func (s *Sender) session(ctx context.Context) error {
+	ss := &session{s: s, ctx: ctx, parts: map[tp]*part{}, ends: map[uuid.UUID]*endpoint{},
+		buffer: make(chan struct{}, s.MaxBuffered), reqs: make(chan struct{}, s.Concurrency)}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.Brokers...),
+		kgo.ConsumerGroup(SenderGroup),
+		kgo.ConsumeTopics(s.Topics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.OnPartitionsAssigned(ss.assigned),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { ss.release(ctx, m, true) }),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { ss.release(ctx, m, false) }),
+	}
+	if s.ClientOpts != nil {
+		opts = append(opts, s.ClientOpts()...)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("delivery sender: %w", err)
+	}
+	ss.cl = cl
+	done := make(chan struct{})
+	go ss.commitLoop(done)
+	err = ss.poll()
+	close(done)
+	// Let requests in flight finish (bounded by the attempt deadline), then
+	// leave the group: the revoke callback commits what finished.
+	ss.wg.Wait()
+	cl.Close()
+	return err
+}
+
+func (ss *session) assigned(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for t, ps := range m {
+		for _, p := range ps {
+			ss.parts[tp{t, p}] = &part{next: -1, committed: -1, outstanding: map[int64]struct{}{}}
+		}
+	}
+}
+
+// release gives up partitions: parked records are dropped (they are read
+// again by the next owner), started requests are waited for, and when the
+// partitions were revoked (not lost) what finished is committed.
+func (ss *session) release(ctx context.Context, m map[string][]int32, commit bool) {
+	var gone []tp
+	ss.mu.Lock()
+	for t, ps := range m {
+		for _, p := range ps {
+			k := tp{t, p}
+			st := ss.parts[k]
+			if st == nil {
+				continue
+			}
+			st.revoked = true
+			if st.timer != nil {
+				st.timer.Stop()
+			}
+			ss.drop(st.parked)
+			st.parked = nil
+			gone = append(gone, k)
+		}
+	}
+	ss.mu.Unlock()
+	deadline := time.Now().Add(ss.s.Timeout + 5*time.Second)
+	for time.Now().Before(deadline) {
+		busy := 0
+		ss.mu.Lock()
+		for _, k := range gone {
+			busy += ss.parts[k].inflight
+		}
+		ss.mu.Unlock()
+		if busy == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if commit {
+		offs := map[string]map[int32]kgo.EpochOffset{}
+		ss.mu.Lock()
+		for _, k := range gone {
+			if off, ok := ss.watermark(ss.parts[k]); ok {
+				if offs[k.topic] == nil {
+					offs[k.topic] = map[int32]kgo.EpochOffset{}
+				}
+				offs[k.topic][k.partition] = off
+			}
+		}
+		ss.mu.Unlock()
+		if len(offs) > 0 {
+			ss.commit(offs)
+		}
+	}
+	ss.mu.Lock()
+	resume := map[string][]int32{}
+	for _, k := range gone {
+		delete(ss.parts, k)
+		resume[k.topic] = append(resume[k.topic], k.partition)
+	}
+	ss.mu.Unlock()
+	ss.cl.ResumeFetchPartitions(resume)
+}
+
+// drop frees the buffer slots of records that will not be worked here.
+func (ss *session) drop(recs []*kgo.Record) {
+	for range recs {
+		<-ss.buffer
+	}
+}
+
+// watermark is the offset to commit for st: its first unfinished record, or
+// after the last taken one. ok is false when there is nothing new.
+func (ss *session) watermark(st *part) (kgo.EpochOffset, bool) {
+	if st == nil || st.next < 0 {
+		return kgo.EpochOffset{}, false
+	}
+	low := st.next
+	for off := range st.outstanding {
+		if off < low {
+			low = off
+		}
+	}
+	if low <= st.committed {
+		return kgo.EpochOffset{}, false
+	}
+	return kgo.EpochOffset{Epoch: st.epoch, Offset: low}, true
+}
+
+func (ss *session) commitLoop(done <-chan struct{}) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		offs := map[string]map[int32]kgo.EpochOffset{}
+		ss.mu.Lock()
+		for k, st := range ss.parts {
+			if st.revoked {
+				continue
+			}
+			if off, ok := ss.watermark(st); ok {
+				if offs[k.topic] == nil {
+					offs[k.topic] = map[int32]kgo.EpochOffset{}
+				}
+				offs[k.topic][k.partition] = off
+			}
+		}
+		ss.mu.Unlock()
+		if len(offs) == 0 {
+			continue
+		}
+		ss.commit(offs)
+	}
+}
+
+// commit commits offs and then forgets the done marks below them.
+func (ss *session) commit(offs map[string]map[int32]kgo.EpochOffset) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var ok []tp
+	ss.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			ss.s.Log.Warn("committing delivery offsets failed", "err", err)
+			return
+		}
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					continue
+				}
+				ok = append(ok, tp{t.Topic, p.Partition})
+				if st := ss.parts[tp{t.Topic, p.Partition}]; st != nil {
+					if off := offs[t.Topic][p.Partition].Offset; off > st.committed {
+						st.committed = off
+					}
+				}
+			}
+		}
+	})
+	for _, k := range ok {
+		ss.s.Marks.Forget(ctx, k.topic, k.partition, offs[k.topic][k.partition].Offset)
+	}
+}
+
+func (ss *session) poll() error {
+	for {
+		fetches := ss.cl.PollRecords(ss.ctx, 500)
+		if ss.ctx.Err() != nil || fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				ss.s.Log.Warn("delivery fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+		for _, r := range fetches.Records() {
+			select {
+			case ss.buffer <- struct{}{}:
+			case <-ss.ctx.Done():
+				return nil
+			}
+			ss.take(r)
+		}
+	}
+}
+
+// take accepts one polled record (its buffer slot already held).
+func (ss *session) take(r *kgo.Record) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	k := tp{r.Topic, r.Partition}
+	st := ss.parts[k]
+	if st == nil || st.revoked || r.Offset < st.next {
+		<-ss.buffer // not ours any more, or seen already
+		return
+	}
+	st.next, st.epoch = r.Offset+1, r.LeaderEpoch
+	st.outstanding[r.Offset] = struct{}{}
+	if len(st.parked) > 0 {
+		st.parked = append(st.parked, r)
+		return
+	}
+	ss.advance(k, st, []*kgo.Record{r})
+}
+
+// advance works records of one partition in order: each due one is
+// dispatched; at the first not yet due, the rest is parked and the
+// partition paused until then. Called with mu held.
+func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
+	now := ss.s.now()
+	for i, r := range recs {
+		var t schemas.DeliveryTask
+		if err := json.Unmarshal(r.Value, &t); err != nil || t.DeliveryID == uuid.Nil || t.WebhookID == uuid.Nil {
+			ss.s.Log.Error("dropping undecodable delivery task", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			ss.finishLocked(st, r.Offset)
+			continue
+		}
+		if wait := t.DueAt.Sub(now); wait > 0 && k.topic != schemas.TopicWebhookDeliveries {
+			st.parked = recs[i:]
+			if !st.paused {
+				st.paused = true
+				ss.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+			}
+			st.timer = time.AfterFunc(wait, func() { ss.wake(k, st) })
+			return
+		}
+		ss.dispatch(job{tp: k, part: st, offset: r.Offset, task: t})
+	}
+	st.parked = nil
+	if st.paused {
+		st.paused = false
+		ss.cl.ResumeFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+	}
+}
+
+func (ss *session) wake(k tp, st *part) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if st.revoked || ss.parts[k] != st || len(st.parked) == 0 {
+		return
+	}
+	recs := st.parked
+	st.parked = nil
+	ss.advance(k, st, recs)
+}
+
+// dispatch queues j on its endpoint; called with mu held.
+func (ss *session) dispatch(j job) {
+	e := ss.ends[j.task.WebhookID]
+	if e == nil {
+		e = &endpoint{}
+		ss.ends[j.task.WebhookID] = e
+	}
+	e.queue = append(e.queue, j)
+	if e.running < ss.s.PerEndpoint {
+		e.running++
+		ss.wg.Add(1)
+		go ss.work(j.task.WebhookID, e)
+	}
+}
+
+// work runs jobs of one endpoint until its queue is empty.
+func (ss *session) work(id uuid.UUID, e *endpoint) {
+	defer ss.wg.Done()
+	for {
+		ss.mu.Lock()
+		if len(e.queue) == 0 {
+			e.running--
+			if e.running == 0 {
+				delete(ss.ends, id)
+			}
+			ss.mu.Unlock()
+			return
+		}
+		j := e.queue[0]
+		e.queue = e.queue[1:]
+		if j.part.revoked || ss.ctx.Err() != nil {
+			ss.mu.Unlock()
+			<-ss.buffer // the next owner reads it again
+			continue
+		}
+		j.part.inflight++
+		ss.mu.Unlock()
+
+		ss.reqs <- struct{}{}
+		err := ss.s.attempt(ss.ctx, j)
+		<-ss.reqs
+
+		ss.mu.Lock()
+		j.part.inflight--
+		if err == nil {
+			ss.finishLocked(j.part, j.offset)
+		} else {
+			// Not recorded (shutting down): left unfinished, so the
+			// offset is not committed past it and it is worked again.
+			<-ss.buffer
+		}
+		ss.mu.Unlock()
+	}
+}
+
+func (ss *session) finishLocked(st *part, offset int64) {
+	delete(st.outstanding, offset)
+	<-ss.buffer
+}
+
+// attempt makes one attempt of t and records its outcome: the result event
+// and, after a failure, the task of the next attempt (or the DLQ). It
+// returns an error only when the outcome could not be recorded before ctx
+// ended.
+func (s *Sender) attempt(ctx context.Context, j job) error {
+	t := j.task
+	if s.Marks.Done(ctx, j.tp.topic, j.tp.partition, j.offset) {
+		return nil // worked before a crash or rebalance: its outcome is on the log
+	}
+	hook, err := s.hook(ctx, t)
+	for err != nil {
+		s.Log.Warn("loading webhook failed; retrying", "webhook", t.WebhookID, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		hook, err = s.hook(ctx, t)
+	}
+	now := s.now().UTC()
+	res := schemas.AttemptResult{DeliveryID: t.DeliveryID, WebhookID: t.WebhookID, AccountID: t.AccountID, EventID: t.EventID,
+		Topic: t.Topic, Gen: t.Gen, Run: t.Run, Attempt: t.Attempt, At: now, CreatedAt: t.CreatedAt}
+	var recs []*kgo.Record
+	disable := false
+	switch {
+	case hook == nil:
+		return nil // deleted: its log goes with it
+	case !hook.IsActive || hook.Gen != t.Gen:
+		res.Status = schemas.DeliveryCancelled
+		res.Error = ptr("webhook_disabled")
+		s.Metrics.outcome("cancelled")
+	default:
+		code, failure := s.send(ctx, hook, t)
+		res.Attempted = true
+		res.At = s.now().UTC()
+		if code > 0 {
+			res.StatusCode = &code
+		}
+		switch {
+		case failure == "":
+			res.Status = schemas.DeliverySuccess
+			s.Streaks.Reset(ctx, t.WebhookID, t.Gen)
+			s.Metrics.outcome("success")
+		case t.Attempt >= MaxAttempts:
+			res.Status, res.Error = schemas.DeliveryFailed, &failure
+			rec, err := TaskRecord(schemas.TopicWebhookDLQ, t)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+			disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit
+			s.Metrics.outcome("failed")
+		default:
+			res.Status, res.Error = schemas.DeliveryPending, &failure
+			next := t
+			next.Attempt++
+			next.DueAt = res.At.Add(s.Delays[t.Attempt-1])
+			res.NextRetryAt = &next.DueAt
+			rec, err := TaskRecord(schemas.WebhookRetryTiers[t.Attempt-1], next)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+			s.Metrics.outcome("retry")
+		}
+	}
+	value, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	recs = append(recs, &kgo.Record{Topic: schemas.TopicWebhookAttempts, Key: []byte(t.WebhookID.String()), Value: value,
+		Headers: []kgo.RecordHeader{{Key: "status", Value: []byte(res.Status)}}})
+	// The outcome must reach the log: retry until it does. An attempt made
+	// is recorded even when shutdown begins, within a bound.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond))
+	if err := retry.Do(rctx, backoff, func(ctx context.Context) error {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := s.Producer.ProduceSync(pctx, recs...).FirstErr(); err != nil {
+			s.Log.Warn("recording a delivery outcome failed; retrying", "delivery", t.DeliveryID, "err", err)
+			return retry.RetryableError(err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset)
+	if disable && s.Disable != nil {
+		if err := s.Disable(rctx, t.WebhookID, t.AccountID, t.Gen); err != nil {
+			s.Log.Warn("auto-disable command not sent", "webhook", t.WebhookID, "err", err)
+		} else {
+			s.Log.Info("webhook auto-disabled after consecutive failed deliveries", "webhook", t.WebhookID)
+			s.Metrics.autoDisabled()
+		}
+	}
+	return nil
+}
+
+// hook reads the task's webhook, from the cache unless the cached copy
+// would cancel or drop the task (it may predate a re-activation).
+func (s *Sender) hook(ctx context.Context, t schemas.DeliveryTask) (*Hook, error) {
+	h, err := s.Hooks.Get(ctx, t.WebhookID)
+	if err != nil || (h != nil && h.IsActive && h.Gen == t.Gen) {
+		return h, err
+	}
+	return s.Hooks.Fresh(ctx, t.WebhookID)
+}
+
+// send makes the HTTP request; failure is "" on a 2xx, else a short
+// description (never containing the URL or a secret).
+func (s *Sender) send(ctx context.Context, hook *Hook, t schemas.DeliveryTask) (code int, failure string) {
+	start := time.Now()
+	defer func() { s.Metrics.observeAttempt(time.Since(start)) }()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(t.Payload))
+	if err != nil {
+		return 0, "the webhook url cannot be requested"
+	}
+	ts := s.now().Unix()
+	id := t.EventID.String()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set("X-Webhook-Id", id)
+	req.Header.Set("X-Webhook-Topic", t.Topic)
+	req.Header.Set("X-Webhook-Timestamp", fmt.Sprint(ts))
+	req.Header.Set("X-Webhook-Signature", Signature(hook.Secret, ts, t.Payload))
+	std, err := StandardSignature(hook.Secret, id, ts, t.Payload)
+	if err != nil {
+		return 0, "signing failed"
+	}
+	if hook.PreviousSecret != "" {
+		if old, err := StandardSignature(hook.PreviousSecret, id, ts, t.Payload); err == nil {
+			std += " " + old
+		}
+	}
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", fmt.Sprint(ts))
+	req.Header.Set("webhook-signature", std)
+	resp, err := s.HTTP.Do(req)
+	if err != nil {
+		return 0, describe(err, s.Timeout)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp.StatusCode, ""
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return resp.StatusCode, fmt.Sprintf("HTTP %d: redirects are not followed", resp.StatusCode)
+	}
+	return resp.StatusCode, fmt.Sprintf("HTTP %d", resp.StatusCode)
+}
+
+// describe turns a request error into a short, URL-free description.
+func describe(err error, timeout time.Duration) string {
+	var nerr net.Error
+	switch {
+	case errors.Is(err, ErrBlockedTarget):
+		return "refused: the target resolves to a private, loopback or otherwise internal address"
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout()):
+		return fmt.Sprintf("timeout: no response within %s", timeout)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset by the endpoint"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return "the endpoint closed the connection without a response"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "the host name could not be resolved"
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return "connection failed: " + opErr.Err.Error()
+	}
+	return "request failed"
+}
+
+func ptr[T any](v T) *T { return &v }

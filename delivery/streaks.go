@@ -1,0 +1,114 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// FailureLimit is how many failed deliveries in a row disable a webhook.
+const FailureLimit = 10
+
+// Streaks counts each webhook's failed deliveries in a row in Redis, per
+// activation generation (a re-activated webhook starts from 0). Without
+// Redis, streaks degrade: failures are not counted and nothing is disabled,
+// while deliveries go on.
+type Streaks struct {
+	Redis  *redis.Client
+	Prefix string
+	Log    *slog.Logger
+}
+
+func (s *Streaks) key(id uuid.UUID, gen int) string {
+	return fmt.Sprintf("%swh:streak:%s:%d", s.Prefix, id, gen)
+}
+
+// Fail counts a failed delivery and returns the streak (0 when Redis is
+// unavailable).
+func (s *Streaks) Fail(ctx context.Context, id uuid.UUID, gen int) int {
+	k := s.key(id, gen)
+	pipe := s.Redis.TxPipeline()
+	incr := pipe.Incr(ctx, k)
+	pipe.Expire(ctx, k, 90*24*time.Hour)
+	if _, err := pipe.Exec(ctx); err != nil {
+		s.Log.Warn("failure streak not counted (Redis unavailable)", "webhook", id, "err", err)
+		return 0
+	}
+	return int(incr.Val())
+}
+
+// Reset ends the streak after a successful delivery.
+func (s *Streaks) Reset(ctx context.Context, id uuid.UUID, gen int) {
+	if err := s.Redis.Del(ctx, s.key(id, gen)).Err(); err != nil {
+		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", id, "err", err)
+	}
+}
+
+// Count reads the streak of the webhook's generation.
+func (s *Streaks) Count(ctx context.Context, id uuid.UUID, gen int) (int, error) {
+	n, err := s.Redis.Get(ctx, s.key(id, gen)).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// Counts reads the streaks of several webhooks at once (by position).
+func (s *Streaks) Counts(ctx context.Context, ids []uuid.UUID, gens []int) ([]int, error) {
+	out := make([]int, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	keys := make([]string, len(ids))
+	for i := range ids {
+		keys[i] = s.key(ids[i], gens[i])
+	}
+	vals, err := s.Redis.MGet(ctx, keys...).Result()
+	if err != nil {
+		return out, err
+	}
+	for i, v := range vals {
+		if str, ok := v.(string); ok {
+			out[i], _ = strconv.Atoi(str)
+		}
+	}
+	return out, nil
+}
+
+// DoneMarks remember, per partition of the delivery topics, which records
+// were worked after the last committed offset. A sender that reads such a
+// record again (after a crash or a rebalance) skips it instead of making
+// the attempt and scheduling its retry a second time. Marks below a
+// committed offset are forgotten. Without Redis every record is worked:
+// delivery stays at least once.
+type DoneMarks struct {
+	Redis  *redis.Client
+	Prefix string
+}
+
+func (m *DoneMarks) key(topic string, partition int32) string {
+	return fmt.Sprintf("%swh:done:%s:%d", m.Prefix, topic, partition)
+}
+
+// Done reports whether the record at offset was worked.
+func (m *DoneMarks) Done(ctx context.Context, topic string, partition int32, offset int64) bool {
+	err := m.Redis.ZScore(ctx, m.key(topic, partition), strconv.FormatInt(offset, 10)).Err()
+	return err == nil
+}
+
+// Mark records that the record at offset was worked.
+func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64) {
+	_ = m.Redis.ZAdd(context.WithoutCancel(ctx), m.key(topic, partition),
+		redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)}).Err()
+}
+
+// Forget drops the marks below a committed offset.
+func (m *DoneMarks) Forget(ctx context.Context, topic string, partition int32, committed int64) {
+	_ = m.Redis.ZRemRangeByScore(ctx, m.key(topic, partition), "-inf", "("+strconv.FormatInt(committed, 10)).Err()
+}
