@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
 )
@@ -24,14 +26,18 @@ type stored struct {
 	Digest string `json:"digest"`
 	Status int    `json:"status,omitempty"`
 	Body   []byte `json:"body,omitempty"`
+	// Sealed holds the body instead, encrypted, when it may carry a
+	// webhook signing secret.
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // idempotency makes a POST with an Idempotency-Key header replay its first
 // response byte for byte for 24 h. The same key with another body (or
 // path) is 422 IDEMPOTENCY_KEY_REUSED; a request arriving while the first
 // is still running waits for it. 5xx answers are not kept, so the client
-// can try again with the same key.
-func idempotency(rdb *redis.Client, prefix string, wait time.Duration, log *slog.Logger) fiber.Handler {
+// can try again with the same key. With a box, kept bodies are sealed
+// (webhook answers carry signing secrets, which are never stored in clear).
+func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secretbox.Box, log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		key := strings.TrimSpace(c.Get("Idempotency-Key"))
 		if c.Method() != fiber.MethodPost || key == "" {
@@ -79,6 +85,13 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, log *slog
 					Details: map[string]any{"field": "Idempotency-Key"}}
 			}
 			if prev.State == "done" {
+				if prev.Sealed != "" {
+					body, err := box.Open(prev.Sealed)
+					if err != nil {
+						return fmt.Errorf("open kept response: %w", err)
+					}
+					prev.Body = []byte(body)
+				}
 				c.Set("Idempotent-Replayed", "true")
 				c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 				return c.Status(prev.Status).Send(prev.Body)
@@ -104,7 +117,15 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, log *slog
 			rdb.Del(bg, rkey)
 			return nil
 		}
-		done, _ := json.Marshal(stored{State: "done", Digest: digest, Status: status, Body: append([]byte(nil), c.Response().Body()...)})
+		keep := stored{State: "done", Digest: digest, Status: status, Body: append([]byte(nil), c.Response().Body()...)}
+		if box != nil {
+			sealed, err := box.Seal(string(keep.Body))
+			if err != nil {
+				return err
+			}
+			keep.Body, keep.Sealed = nil, sealed
+		}
+		done, _ := json.Marshal(keep)
 		if err := rdb.Set(bg, rkey, done, IdempotencyWindow).Err(); err != nil {
 			log.Warn("idempotent response not stored", "err", err)
 		}

@@ -32,8 +32,9 @@ type Server struct {
 	Checks    []Check
 	Metrics   *Metrics
 	Gatherer  prometheus.Gatherer
-	Orders    *Orders  // nil: no order endpoints
-	Batches   *Batches // nil: no bulk intake
+	Orders    *Orders   // nil: no order endpoints
+	Batches   *Batches  // nil: no bulk intake
+	Webhooks  *Webhooks // nil: no webhook endpoints
 }
 
 // App builds the Fiber app with every route.
@@ -71,7 +72,7 @@ func (s *Server) App() *fiber.App {
 	v1.Get("/config/yarn-types", list(s.Config.YarnTypes))
 	v1.Get("/config/country-codes", list(s.Config.CountryCodes))
 	if s.Orders != nil {
-		post := []fiber.Handler{idempotency(s.Redis, s.RateLimit.Prefix, s.Orders.wait(), s.Log)}
+		post := []fiber.Handler{idempotency(s.Redis, s.RateLimit.Prefix, s.Orders.wait(), nil, s.Log)}
 		if s.Batches != nil {
 			v1.Post("/orders/pod/batches", append(post, s.Batches.post)...)
 			v1.Get("/orders/pod/batches/:batch_id", s.Batches.get)
@@ -82,6 +83,9 @@ func (s *Server) App() *fiber.App {
 		v1.Get("/orders/pod/:order_id/queue", s.Orders.getQueue)
 		v1.Post("/orders/pod/:order_id/retry", append(post, s.Orders.command(order.KindRetry))...)
 		v1.Post("/orders/pod/:order_id/cancel", append(post, s.Orders.command(order.KindCancel))...)
+	}
+	if s.Webhooks != nil {
+		s.Webhooks.routes(v1, idempotency(s.Redis, s.RateLimit.Prefix, s.Webhooks.wait(), s.Webhooks.Box, s.Log))
 	}
 	return app
 }

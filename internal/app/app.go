@@ -13,15 +13,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/commands/push"
+	"github.com/printpod/pod/commands/webhook"
+	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/rdb"
+	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/stream"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	configrm "github.com/printpod/pod/projections/config"
+	deliveryrm "github.com/printpod/pod/projections/delivery"
 	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,8 +52,13 @@ type App struct {
 	DemoOffsets map[int32]int64
 	Notify      *pgnotify.Listener
 	Bus         *order.Bus
-	Pusher      *push.Manager   // nil without the pusher role
-	Simulator   *push.Simulator // the built-in platform, when started
+	WebhookBus  *webhook.Bus
+	Box         *secretbox.Box // seals webhook secrets
+	Guard       *delivery.Guard
+	Streaks     *delivery.Streaks
+	Sender      *delivery.Sender // nil without the delivery role
+	Pusher      *push.Manager    // nil without the pusher role
+	Simulator   *push.Simulator  // the built-in platform, when started
 
 	embedded *kafka.Embedded
 	listener net.Listener
@@ -71,6 +80,13 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	}()
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	if a.Box, err = cfg.SecretBox(); err != nil {
+		return nil, err
+	}
+	if cfg.WebhookSecretKey == "" {
+		log.Warn("POD_WEBHOOK_SECRET_KEY is not set: webhook secrets are sealed with the fixed development key")
+	}
+	a.Guard = &delivery.Guard{Production: cfg.Production(), AllowTargets: cfg.WebhookAllowTargets}
 	if a.Pool, err = pg.Open(ctx, cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
@@ -99,19 +115,29 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	a.cancel = runCancel
 	runner := &stream.Runner{Pool: a.Pool, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry)}
 
-	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch)
+	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch,
+		webhook.NotifyDecided)
 	a.goRun(func() { a.Notify.Run(runCtx) })
 	a.Bus = &order.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify}
+	a.WebhookBus = &webhook.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify}
+	a.Streaks = &delivery.Streaks{Redis: a.Redis, Prefix: cfg.RedisPrefix, Log: log}
 
 	if cfg.HasRole(config.RoleProjector) {
 		a.runConsumer(runCtx, runner, catalogrm.Projector(log))
 		a.runConsumer(runCtx, runner, orderrm.Projector(log))
+		a.runConsumer(runCtx, runner, deliveryrm.Projector(log))
+		a.goRun(func() { deliveryrm.Sweeper(runCtx, a.Pool, cfg.DeliveryRetention, time.Hour, log) })
 	}
 	if cfg.HasRole(config.RoleDecider) {
 		decider := &order.Decider{Pool: a.Pool, Producer: a.Producer, Log: log}
 		a.runConsumer(runCtx, runner, decider.Consumer())
 		a.goRun(func() { decider.Relay(runCtx, time.Second) })
 		a.runConsumer(runCtx, runner, order.FulfillmentBridge(a.Producer, log))
+		a.runConsumer(runCtx, runner, (&webhook.Decider{Pool: a.Pool, Producer: a.Producer, Log: log}).Consumer())
+		a.goRun(func() { pruneWebhookDecisions(runCtx, a.Pool, log) })
+	}
+	if cfg.HasRole(config.RoleDelivery) {
+		a.startDelivery(runCtx, runner)
 	}
 	if cfg.HasRole(config.RolePusher) {
 		if err = a.startPusher(runCtx, runner); err != nil {
@@ -188,6 +214,49 @@ func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
 	return nil
 }
 
+// startDelivery starts the fan-out of order events to delivery tasks and
+// the sender working them.
+func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
+	cfg := a.Config
+	a.runConsumer(ctx, runner, (&delivery.Fanout{Pool: a.Pool, Producer: a.Producer, Log: a.Log}).Consumer())
+	a.Sender = &delivery.Sender{
+		Hooks:    &delivery.Hooks{Pool: a.Pool, Box: a.Box, TTL: time.Second},
+		Producer: a.Producer,
+		Brokers:  a.Brokers,
+		HTTP:     a.Guard.Client(cfg.WebhookTimeout),
+		Streaks:  a.Streaks,
+		Marks:    &delivery.DoneMarks{Redis: a.Redis, Prefix: cfg.RedisPrefix},
+		Disable: func(ctx context.Context, id, account uuid.UUID, gen int) error {
+			return webhook.Send(ctx, a.Producer, webhook.Command{ID: uuid.NewSHA1(id, fmt.Appendf(nil, "auto-disable/%d", gen)),
+				Kind: webhook.KindDisable, AccountID: account, WebhookID: id, Gen: gen, Reason: webhook.ReasonTooManyFailures})
+		},
+		Delays:      cfg.WebhookRetryDelays,
+		Timeout:     cfg.WebhookTimeout,
+		Log:         a.Log.With("component", "delivery"),
+		Metrics:     delivery.NewMetrics(a.Registry),
+		Concurrency: cfg.WebhookConcurrency,
+		PerEndpoint: cfg.WebhookPerEndpoint,
+		ClientOpts:  func() []kgo.Opt { return a.kafkaMetrics(delivery.SenderGroup) },
+	}
+	a.goRun(func() { a.Sender.Run(ctx) })
+}
+
+// pruneWebhookDecisions drops old webhook decisions hourly.
+func pruneWebhookDecisions(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if err := webhook.Prune(ctx, pool); err != nil && ctx.Err() == nil {
+			log.Warn("pruning webhook decisions failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 func (a *App) startAPI(ctx context.Context) error {
 	cfg := a.Config
 	orders := &podhttp.Orders{
@@ -210,6 +279,8 @@ func (a *App) startAPI(ctx context.Context) error {
 		Gatherer:  a.Registry,
 		Orders:    orders,
 		Batches:   &podhttp.Batches{Pool: a.Pool},
+		Webhooks: &podhttp.Webhooks{Pool: a.Pool, Bus: a.WebhookBus, Box: a.Box, Guard: a.Guard, Streaks: a.Streaks,
+			Deliveries: deliveryrm.Queries{Pool: a.Pool}, Producer: a.Producer, Log: a.Log},
 		Checks: []podhttp.Check{
 			{Name: "postgres", Check: func(ctx context.Context) error { return a.Pool.Ping(ctx) }},
 			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/printpod/pod/internal/secretbox"
 )
 
 // Roles a podsvc process can run.
@@ -43,6 +45,10 @@ type Config struct {
 	WebhookRetryDelays  []time.Duration // POD_WEBHOOK_RETRY_DELAYS: waits before attempts 2..7
 	WebhookTimeout      time.Duration   // POD_WEBHOOK_TIMEOUT
 	WebhookAllowTargets []string        // POD_WEBHOOK_ALLOW_TARGETS
+	WebhookSecretKey    string          // POD_WEBHOOK_SECRET_KEY: base64 32-byte keys, comma-separated; the first seals
+	WebhookConcurrency  int             // POD_WEBHOOK_CONCURRENCY: delivery requests in flight per process
+	WebhookPerEndpoint  int             // POD_WEBHOOK_ENDPOINT_CONCURRENCY: delivery requests in flight per webhook
+	DeliveryRetention   time.Duration   // POD_DELIVERY_RETENTION: how long delivery logs are kept
 	PushRetryDelays     []time.Duration // POD_PUSH_RETRY_DELAYS
 	PlatformURL         string          // POD_PLATFORM_URL; empty in development = simulator
 	RateLimit           int             // POD_RATE_LIMIT: requests per second per token
@@ -65,6 +71,9 @@ func Defaults() Config {
 		DemoToken:          "demo-token",
 		WebhookRetryDelays: []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour},
 		WebhookTimeout:     10 * time.Second,
+		WebhookConcurrency: 256,
+		WebhookPerEndpoint: 8,
+		DeliveryRetention:  30 * 24 * time.Hour,
 		PushRetryDelays:    []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute},
 		RateLimit:          5000,
 		RateBurst:          10000,
@@ -158,6 +167,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	durs("POD_WEBHOOK_RETRY_DELAYS", &c.WebhookRetryDelays)
 	dur("POD_WEBHOOK_TIMEOUT", &c.WebhookTimeout)
 	list("POD_WEBHOOK_ALLOW_TARGETS", &c.WebhookAllowTargets)
+	str("POD_WEBHOOK_SECRET_KEY", &c.WebhookSecretKey)
+	num("POD_WEBHOOK_CONCURRENCY", &c.WebhookConcurrency)
+	num("POD_WEBHOOK_ENDPOINT_CONCURRENCY", &c.WebhookPerEndpoint)
+	dur("POD_DELIVERY_RETENTION", &c.DeliveryRetention)
 	durs("POD_PUSH_RETRY_DELAYS", &c.PushRetryDelays)
 	str("POD_PLATFORM_URL", &c.PlatformURL)
 	num("POD_RATE_LIMIT", &c.RateLimit)
@@ -228,7 +241,21 @@ func (c Config) Validate() error {
 			bad("POD_WEBHOOK_ALLOW_TARGETS: %q is not host:port", t)
 		}
 	}
+	if c.WebhookSecretKey != "" {
+		if _, err := secretbox.ParseKeys(c.WebhookSecretKey); err != nil {
+			bad("POD_WEBHOOK_SECRET_KEY: %v", err)
+		}
+	}
+	if c.WebhookConcurrency < 1 || c.WebhookPerEndpoint < 1 {
+		bad("POD_WEBHOOK_CONCURRENCY and POD_WEBHOOK_ENDPOINT_CONCURRENCY must be at least 1")
+	}
+	if c.DeliveryRetention <= 0 {
+		bad("POD_DELIVERY_RETENTION: %s must be positive", c.DeliveryRetention)
+	}
 	if c.Production() {
+		if c.WebhookSecretKey == "" {
+			bad("POD_WEBHOOK_SECRET_KEY: required in production (base64 of 32 random bytes, e.g. openssl rand -base64 32)")
+		}
 		if len(c.WebhookAllowTargets) > 0 {
 			bad("POD_WEBHOOK_ALLOW_TARGETS: not allowed in production")
 		}
@@ -261,4 +288,20 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// SecretBox is the box sealing webhook secrets: the configured keys, or
+// outside production without any, a fixed development key.
+func (c Config) SecretBox() (*secretbox.Box, error) {
+	if c.WebhookSecretKey == "" {
+		if c.Production() {
+			return nil, errors.New("POD_WEBHOOK_SECRET_KEY: required in production")
+		}
+		return secretbox.New(secretbox.DevelopmentKey())
+	}
+	keys, err := secretbox.ParseKeys(c.WebhookSecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("POD_WEBHOOK_SECRET_KEY: %w", err)
+	}
+	return secretbox.New(keys...)
 }

@@ -26,11 +26,13 @@ import (
 
 // podsvcProc is podsvc run as a separate process, so it can be killed.
 type podsvcProc struct {
-	bin  string
-	env  []string
-	addr string
-	cmd  *exec.Cmd
-	log  *os.File
+	dir   string
+	dbURL string
+	bin   string
+	env   []string
+	addr  string
+	cmd   *exec.Cmd
+	log   *os.File
 }
 
 func freePort(t *testing.T) string {
@@ -66,6 +68,16 @@ func (p *podsvcProc) start(t *testing.T) {
 	})
 }
 
+// brokers is the embedded broker's address, as the process wrote it.
+func (p *podsvcProc) brokers(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.dir, "var", "kafka.addr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 func (p *podsvcProc) kill(t *testing.T) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -78,7 +90,12 @@ func (p *podsvcProc) kill(t *testing.T) {
 // disk) while a 400-order batch and a stream of single creates are being
 // decided, restarts it on the same data, and checks that every accepted
 // order exists exactly once with its complete event history.
-func TestCrashMidBatchLosesNothing(t *testing.T) {
+// newPodsvcProc builds podsvc and starts it as a process on a fresh
+// database, data directory and Redis prefix, in development with the demo
+// data; env adds or overrides settings. The process is killed when the test
+// ends, and its log tail is shown when the test failed.
+func newPodsvcProc(t *testing.T, env ...string) *podsvcProc {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "podsvc")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/printpod/pod/cmd/podsvc").CombinedOutput(); err != nil {
@@ -89,13 +106,13 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logf.Close()
-	p := &podsvcProc{bin: bin, addr: freePort(t), log: logf}
-	p.env = []string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + testenv.RedisURL(), "POD_DATA_DIR=" + filepath.Join(dir, "var"),
+	p := &podsvcProc{bin: bin, addr: freePort(t), log: logf, dbURL: dbURL, dir: dir}
+	p.env = append([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + testenv.RedisURL(), "POD_DATA_DIR=" + filepath.Join(dir, "var"),
 		"POD_HTTP_ADDR=" + p.addr, "POD_KAFKA_PARTITIONS=3", "POD_REDIS_PREFIX=podcrash:" + testenv.RandomSuffix() + ":",
-		"POD_PUSH_RETRY_DELAYS=100ms,100ms,100ms", "POD_DEMO_TOKEN=demo-token", "KAFKA_BROKERS=", "POD_LOG_LEVEL=info", "POD_ENV=development"}
+		"POD_PUSH_RETRY_DELAYS=100ms,100ms,100ms", "POD_DEMO_TOKEN=demo-token", "KAFKA_BROKERS=", "POD_LOG_LEVEL=info",
+		"POD_ENV=development"}, env...)
 	p.start(t)
-	defer func() {
+	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			p.kill(t)
 		}
@@ -106,7 +123,13 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 			}
 			t.Logf("podsvc log tail:\n%s", b)
 		}
-	}()
+		logf.Close()
+	})
+	return p
+}
+
+func TestCrashMidBatchLosesNothing(t *testing.T) {
+	p := newPodsvcProc(t)
 	c := testenv.NewClient(t, "http://"+p.addr, "demo-token")
 	var variant uuid.UUID
 	testenv.Eventually(t, 60*time.Second, func() error {
@@ -210,7 +233,7 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 
 	// Every accepted order exists exactly once, in the decider, the read
 	// model and the event log.
-	pool, err := pgxpool.New(context.Background(), dbURL)
+	pool, err := pgxpool.New(context.Background(), p.dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,13 +269,10 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 
 	// The event log: per order, one order.created id and versions 1..v
 	// without a gap, v being the decider's version.
-	brokers, err := os.ReadFile(filepath.Join(dir, "var", "kafka.addr"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	brokers := p.brokers(t)
 	versions := map[string]map[int]uuid.UUID{}
 	created := map[string]map[uuid.UUID]bool{}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.TrimSpace(string(brokers))), kgo.ConsumeTopics(schemas.TopicOrderEvents),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(schemas.TopicOrderEvents),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ package podtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"log/slog"
 	"os"
 	"testing"
@@ -30,6 +32,9 @@ func Config(t testing.TB) config.Config {
 	cfg.KafkaPartitions = 3
 	cfg.ShutdownTimeout = 10 * time.Second
 	cfg.LogLevel = "warn"
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg.WebhookSecretKey = base64.StdEncoding.EncodeToString(key)
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}

@@ -1,0 +1,565 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/commands/webhook"
+	"github.com/printpod/pod/delivery"
+	"github.com/printpod/pod/internal/secretbox"
+	deliveryrm "github.com/printpod/pod/projections/delivery"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Webhooks is what the webhook endpoints need.
+type Webhooks struct {
+	Pool       *pgxpool.Pool
+	Bus        *webhook.Bus
+	Box        *secretbox.Box
+	Guard      *delivery.Guard
+	Streaks    *delivery.Streaks
+	Deliveries deliveryrm.Queries
+	Producer   *kgo.Client
+	Log        *slog.Logger
+	// Wait bounds the wait for a decision; default 10s.
+	Wait time.Duration
+}
+
+func (w *Webhooks) wait() time.Duration {
+	if w.Wait <= 0 {
+		return 10 * time.Second
+	}
+	return w.Wait
+}
+
+// MaxDescription is the longest webhook description accepted.
+const MaxDescription = 500
+
+func (w *Webhooks) routes(r fiber.Router, post fiber.Handler) {
+	r.Get("/me/webhooks/topics", w.topics)
+	r.Get("/me/webhooks", w.list)
+	r.Post("/me/webhooks", post, w.create)
+	r.Get("/me/webhooks/:id", w.get)
+	r.Patch("/me/webhooks/:id", post, w.patch)
+	r.Delete("/me/webhooks/:id", w.delete)
+	r.Post("/me/webhooks/:id/rotate-secret", post, w.rotate)
+	r.Post("/me/webhooks/:id/test", post, w.test)
+	r.Get("/me/webhooks/:id/deliveries", w.deliveries)
+	r.Get("/me/webhooks/:id/deliveries/:delivery_id", w.getDelivery)
+	r.Post("/me/webhooks/:id/deliveries/:delivery_id/resend", post, w.resend)
+}
+
+// webhookView is the interface's Webhook shape; Secret only on creation
+// and rotation.
+type webhookView struct {
+	ID                  uuid.UUID `json:"id"`
+	URL                 string    `json:"url"`
+	Description         *string   `json:"description"`
+	Topics              []string  `json:"topics"`
+	IsActive            bool      `json:"is_active"`
+	ConsecutiveFailures int       `json:"consecutive_failures"`
+	DisabledReason      *string   `json:"disabled_reason"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
+	Secret              string    `json:"secret,omitempty"`
+}
+
+// views shapes webhooks, reading their failure streaks from Redis; without
+// Redis the streak shows as 0 (it is not counted then either).
+func (w *Webhooks) views(ctx context.Context, hooks []*webhook.Webhook) []webhookView {
+	ids := make([]uuid.UUID, len(hooks))
+	gens := make([]int, len(hooks))
+	for i, h := range hooks {
+		ids[i], gens[i] = h.ID, h.Gen
+	}
+	counts, err := w.Streaks.Counts(ctx, ids, gens)
+	if err != nil {
+		w.Log.Warn("failure streaks unavailable (Redis)", "err", err)
+	}
+	out := make([]webhookView, len(hooks))
+	for i, h := range hooks {
+		out[i] = webhookView{ID: h.ID, URL: h.URL, Description: h.Description, Topics: h.Topics, IsActive: h.IsActive,
+			ConsecutiveFailures: counts[i], DisabledReason: h.DisabledReason, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+	}
+	return out
+}
+
+func (w *Webhooks) view(ctx context.Context, h *webhook.Webhook) webhookView {
+	return w.views(ctx, []*webhook.Webhook{h})[0]
+}
+
+func (w *Webhooks) topics(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"data": schemas.WebhookTopics})
+}
+
+func pathID(c *fiber.Ctx, name, what string) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Params(name))
+	if err != nil {
+		return uuid.Nil, NotFound(what) // a malformed id names nothing
+	}
+	return id, nil
+}
+
+// load finds the caller's webhook or answers 404.
+func (w *Webhooks) load(c *fiber.Ctx) (*webhook.Webhook, error) {
+	id, err := pathID(c, "id", "webhook")
+	if err != nil {
+		return nil, err
+	}
+	h, err := webhook.Load(c.UserContext(), w.Pool, accountOf(c), id)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, NotFound("webhook")
+	}
+	return h, nil
+}
+
+func (w *Webhooks) list(c *fiber.Ctx) error {
+	limit, err := parseLimit(c)
+	if err != nil {
+		return err
+	}
+	var pos deliveryrm.Position
+	has, err := parseCursor(c, &pos)
+	if err != nil {
+		return err
+	}
+	var after *time.Time
+	if has {
+		after = &pos.CreatedAt
+	}
+	hooks, err := webhook.List(c.UserContext(), w.Pool, accountOf(c), after, pos.ID, limit+1)
+	if err != nil {
+		return err
+	}
+	more := len(hooks) > limit
+	if more {
+		hooks = hooks[:limit]
+	}
+	return c.JSON(page(w.views(c.UserContext(), hooks), more, func(v webhookView) any {
+		return deliveryrm.Position{CreatedAt: v.CreatedAt, ID: v.ID}
+	}))
+}
+
+func (w *Webhooks) get(c *fiber.Ctx) error {
+	h, err := w.load(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(w.view(c.UserContext(), h))
+}
+
+// webhookBody is a decoded create or patch body.
+type webhookBody struct {
+	url            *string
+	topics         []string
+	description    *string
+	setDescription bool
+	isActive       *bool
+}
+
+// decodeWebhookBody reads a create (every field allowed, url and topics
+// required) or patch (at least one field) body, naming the field of the
+// first problem.
+func (w *Webhooks) decodeWebhookBody(raw []byte, patch bool) (webhookBody, error) {
+	var b webhookBody
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return b, Validation("", "request body must be a JSON object")
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := fields[k]
+		switch k {
+		case "url":
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				return b, Validation("url", "url must be a string")
+			}
+			if err := w.Guard.CheckURL(s); err != nil {
+				return b, &Error{Status: fiber.StatusBadRequest, Code: schemas.CodeInvalidWebhookURL, Message: err.Error(),
+					Details: map[string]any{"field": "url"}}
+			}
+			b.url = &s
+		case "topics":
+			var items []json.RawMessage
+			if json.Unmarshal(v, &items) != nil || items == nil {
+				return b, Validation("topics", "topics must be an array of topic names")
+			}
+			if len(items) == 0 {
+				return b, Validation("topics", "topics must name at least 1 topic")
+			}
+			b.topics = []string{}
+			for i, it := range items {
+				field := fmt.Sprintf("topics[%d]", i)
+				var t string
+				if json.Unmarshal(it, &t) != nil {
+					return b, Validation(field, field+" must be a string")
+				}
+				if t == schemas.TypeWebhookTest {
+					return b, Validation(field, "webhook.test cannot be subscribed to; use POST /v1/me/webhooks/{id}/test")
+				}
+				if !schemas.IsWebhookTopic(t) {
+					names := make([]string, len(schemas.WebhookTopics))
+					for j, wt := range schemas.WebhookTopics {
+						names[j] = wt.Topic
+					}
+					return b, Validation(field, fmt.Sprintf("unknown topic %q; subscribable topics: %s", t, strings.Join(names, ", ")))
+				}
+				if !slices.Contains(b.topics, t) {
+					b.topics = append(b.topics, t)
+				}
+			}
+		case "description":
+			b.setDescription = true
+			if string(v) == "null" {
+				break
+			}
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				return b, Validation("description", "description must be a string or null")
+			}
+			if len([]rune(s)) > MaxDescription {
+				return b, Validation("description", fmt.Sprintf("description must be at most %d characters", MaxDescription))
+			}
+			b.description = &s
+		case "is_active":
+			if !patch {
+				return b, Validation("is_active", "is_active cannot be set on creation; a new webhook is active")
+			}
+			var a bool
+			if json.Unmarshal(v, &a) != nil {
+				return b, Validation("is_active", "is_active must be true or false")
+			}
+			b.isActive = &a
+		default:
+			allowed := "url, topics, description"
+			if patch {
+				allowed += ", is_active"
+			}
+			return b, Validation(k, fmt.Sprintf("unknown field %q; allowed: %s", k, allowed))
+		}
+	}
+	if patch {
+		if len(fields) == 0 {
+			return b, Validation("", "request body must have at least 1 property: url, topics, description or is_active")
+		}
+		return b, nil
+	}
+	if b.url == nil {
+		return b, Validation("url", "url is required")
+	}
+	if b.topics == nil {
+		return b, Validation("topics", "topics is required")
+	}
+	return b, nil
+}
+
+// decide sends a webhook command and maps a refusal to its API error.
+func (w *Webhooks) decide(ctx context.Context, cmd webhook.Command) error {
+	dec, err := w.Bus.Decide(ctx, cmd, w.wait())
+	switch {
+	case errors.Is(err, webhook.ErrCommandLog):
+		return Unavailable("the webhook command log (Kafka)")
+	case errors.Is(err, webhook.ErrUndecided):
+		return &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+			Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key to learn the outcome"}
+	case err != nil:
+		return err
+	}
+	switch dec.Code {
+	case "":
+		return nil
+	case schemas.CodeNotFound:
+		return NotFound("webhook")
+	case schemas.CodeWebhookLimitReached:
+		return &Error{Status: fiber.StatusBadRequest, Code: dec.Code, Message: dec.Message}
+	}
+	return &Error{Status: fiber.StatusBadRequest, Code: dec.Code, Message: dec.Message}
+}
+
+// withSecret loads the webhook after a decision and opens its current
+// secret (the stored one: a repeated command answers the secret it set).
+func (w *Webhooks) withSecret(c *fiber.Ctx, id uuid.UUID) (webhookView, error) {
+	h, err := webhook.Load(c.UserContext(), w.Pool, accountOf(c), id)
+	if err != nil {
+		return webhookView{}, err
+	}
+	if h == nil {
+		return webhookView{}, NotFound("webhook")
+	}
+	secret, err := w.Box.Open(h.Secret)
+	if err != nil {
+		return webhookView{}, fmt.Errorf("open webhook secret: %w", err)
+	}
+	v := w.view(c.UserContext(), h)
+	v.Secret = secret
+	return v, nil
+}
+
+// newSealedSecret makes a signing secret and seals it for the command.
+func (w *Webhooks) newSealedSecret() (string, error) {
+	secret, err := delivery.NewSecret()
+	if err != nil {
+		return "", err
+	}
+	return w.Box.Seal(secret)
+}
+
+func (w *Webhooks) create(c *fiber.Ctx) error {
+	b, err := w.decodeWebhookBody(c.Body(), false)
+	if err != nil {
+		return err
+	}
+	sealed, err := w.newSealedSecret()
+	if err != nil {
+		return err
+	}
+	cmdID := commandID(c, "webhook-create")
+	cmd := webhook.Command{ID: cmdID, Kind: webhook.KindCreate, AccountID: accountOf(c), WebhookID: uuid.NewSHA1(cmdID, []byte("webhook")),
+		URL: b.url, Topics: b.topics, Description: b.description, Secret: sealed}
+	if err := w.decide(c.UserContext(), cmd); err != nil {
+		return err
+	}
+	v, err := w.withSecret(c, cmd.WebhookID)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(v)
+}
+
+func (w *Webhooks) patch(c *fiber.Ctx) error {
+	h, err := w.load(c)
+	if err != nil {
+		return err
+	}
+	b, err := w.decodeWebhookBody(c.Body(), true)
+	if err != nil {
+		return err
+	}
+	cmd := webhook.Command{ID: commandID(c, "webhook-patch"), Kind: webhook.KindUpdate, AccountID: h.AccountID, WebhookID: h.ID,
+		URL: b.url, Topics: b.topics, Description: b.description, SetDescription: b.setDescription, IsActive: b.isActive}
+	if err := w.decide(c.UserContext(), cmd); err != nil {
+		return err
+	}
+	after, err := webhook.Load(c.UserContext(), w.Pool, h.AccountID, h.ID)
+	if err != nil {
+		return err
+	}
+	if after == nil {
+		return NotFound("webhook")
+	}
+	if b.isActive != nil && *b.isActive && h.IsActive {
+		// Already active: is_active true still resets the counter.
+		w.Streaks.Reset(c.UserContext(), after.ID, after.Gen)
+	}
+	return c.JSON(w.view(c.UserContext(), after))
+}
+
+func (w *Webhooks) delete(c *fiber.Ctx) error {
+	h, err := w.load(c)
+	if err != nil {
+		return err
+	}
+	if err := w.decide(c.UserContext(), webhook.Command{ID: commandID(c, "webhook-delete"), Kind: webhook.KindDelete,
+		AccountID: h.AccountID, WebhookID: h.ID}); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+func (w *Webhooks) rotate(c *fiber.Ctx) error {
+	h, err := w.load(c)
+	if err != nil {
+		return err
+	}
+	sealed, err := w.newSealedSecret()
+	if err != nil {
+		return err
+	}
+	if err := w.decide(c.UserContext(), webhook.Command{ID: commandID(c, "webhook-rotate"), Kind: webhook.KindRotate,
+		AccountID: h.AccountID, WebhookID: h.ID, Secret: sealed}); err != nil {
+		return err
+	}
+	v, err := w.withSecret(c, h.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
+}
+
+func inactive() *Error {
+	return &Error{Status: fiber.StatusBadRequest, Code: schemas.CodeWebhookInactive,
+		Message: "the webhook is inactive; re-activate it with PATCH {\"is_active\": true} first"}
+}
+
+// publish puts a delivery task on the log, recording its row first so the
+// answer can show it; the row goes again when the task cannot be written.
+func (w *Webhooks) publish(ctx context.Context, t schemas.DeliveryTask) (deliveryrm.Record, error) {
+	rec, err := w.Deliveries.Created(ctx, t)
+	if err != nil {
+		return rec, err
+	}
+	kr, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, t)
+	if err != nil {
+		return rec, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.Producer.ProduceSync(pctx, kr).FirstErr(); err != nil {
+		_ = w.Deliveries.Forget(context.WithoutCancel(ctx), t.DeliveryID)
+		return rec, Unavailable("the delivery log (Kafka)")
+	}
+	return rec, nil
+}
+
+func (w *Webhooks) test(c *fiber.Ctx) error {
+	h, err := w.load(c)
+	if err != nil {
+		return err
+	}
+	if !h.IsActive {
+		return inactive()
+	}
+	now := time.Now().UTC()
+	ev, err := schemas.NewEventWithID(commandID(c, "webhook-test"), schemas.TypeWebhookTest, now, map[string]any{
+		"message": "This is a test delivery from the print-on-demand service.", "webhook_id": h.ID})
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	rec, err := w.publish(c.UserContext(), schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(h.ID, ev.ID), WebhookID: h.ID,
+		AccountID: h.AccountID, EventID: ev.ID, Topic: ev.Type, Gen: h.Gen, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now,
+		Payload: payload})
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(rec)
+}
+
+var deliveryStatuses = []string{schemas.DeliveryPending, schemas.DeliverySuccess, schemas.DeliveryFailed, schemas.DeliveryCancelled}
+
+func (w *Webhooks) deliveries(c *fiber.Ctx) error {
+	h, err := w.load(c)
+	if err != nil {
+		return err
+	}
+	limit, err := parseLimit(c)
+	if err != nil {
+		return err
+	}
+	status := c.Query("status")
+	if status != "" && !slices.Contains(deliveryStatuses, status) {
+		return Validation("status", "status must be one of "+strings.Join(deliveryStatuses, ", "))
+	}
+	var pos deliveryrm.Position
+	has, err := parseCursor(c, &pos)
+	if err != nil {
+		return err
+	}
+	var after *deliveryrm.Position
+	if has {
+		after = &pos
+	}
+	recs, err := w.Deliveries.List(c.UserContext(), h.AccountID, h.ID, status, after, limit+1)
+	if err != nil {
+		return err
+	}
+	more := len(recs) > limit
+	if more {
+		recs = recs[:limit]
+	}
+	return c.JSON(page(recs, more, func(r deliveryrm.Record) any { return deliveryrm.Position{CreatedAt: r.CreatedAt, ID: r.ID} }))
+}
+
+func (w *Webhooks) loadDelivery(c *fiber.Ctx) (*webhook.Webhook, deliveryrm.Record, error) {
+	h, err := w.load(c)
+	if err != nil {
+		return nil, deliveryrm.Record{}, err
+	}
+	id, err := pathID(c, "delivery_id", "delivery")
+	if err != nil {
+		return nil, deliveryrm.Record{}, err
+	}
+	rec, ok, err := w.Deliveries.Get(c.UserContext(), h.AccountID, h.ID, id)
+	if err != nil {
+		return nil, rec, err
+	}
+	if !ok {
+		return nil, rec, NotFound("delivery")
+	}
+	return h, rec, nil
+}
+
+func (w *Webhooks) getDelivery(c *fiber.Ctx) error {
+	_, rec, err := w.loadDelivery(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(rec)
+}
+
+// resend starts a new run of a failed or cancelled delivery: the same
+// delivery and event id, up to 7 more attempts. The row is claimed first,
+// so of two resends racing one wins and the other is told the delivery is
+// pending again.
+func (w *Webhooks) resend(c *fiber.Ctx) error {
+	h, rec, err := w.loadDelivery(c)
+	if err != nil {
+		return err
+	}
+	if rec.Status != schemas.DeliveryFailed && rec.Status != schemas.DeliveryCancelled {
+		return &Error{Status: fiber.StatusConflict, Code: schemas.CodeInvalidDeliveryState,
+			Message: fmt.Sprintf("only a failed or cancelled delivery can be resent; this one is %s", rec.Status)}
+	}
+	if !h.IsActive {
+		return inactive()
+	}
+	if len(rec.Payload) == 0 || string(rec.Payload) == "null" {
+		return Unavailable("this delivery's payload (still being recorded)")
+	}
+	ctx := c.UserContext()
+	now := time.Now().UTC()
+	claimed, ok, err := w.Deliveries.Requeued(ctx, rec, rec.Run+1, h.Gen, now)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &Error{Status: fiber.StatusConflict, Code: schemas.CodeInvalidDeliveryState,
+			Message: "the delivery changed meanwhile (resent by another request); read it again"}
+	}
+	kr, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{DeliveryID: rec.ID, WebhookID: h.ID,
+		AccountID: h.AccountID, EventID: rec.EventID, Topic: rec.Topic, Gen: h.Gen, Run: rec.Run + 1, Attempt: 1,
+		DueAt: now, CreatedAt: rec.CreatedAt, Payload: rec.Payload})
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.Producer.ProduceSync(pctx, kr).FirstErr(); err != nil {
+		if rerr := w.Deliveries.Unclaim(context.WithoutCancel(ctx), rec); rerr != nil {
+			w.Log.Error("resend claim not undone", "delivery", rec.ID, "err", rerr)
+		}
+		return Unavailable("the delivery log (Kafka)")
+	}
+	return c.Status(fiber.StatusAccepted).JSON(claimed)
+}

@@ -1,0 +1,313 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/testenv"
+	deliveryrm "github.com/printpod/pod/projections/delivery"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func webhookDelays(d ...time.Duration) func(*config.Config) {
+	return func(c *config.Config) { c.WebhookRetryDelays = d }
+}
+
+func sendTest(t *testing.T, c *testenv.Client, id uuid.UUID) deliveryrm.Record {
+	t.Helper()
+	r := c.Do("POST", "/v1/me/webhooks/"+id.String()+"/test", nil)
+	if r.Status != 202 {
+		t.Fatalf("test delivery: %d %s", r.Status, r.Body)
+	}
+	var rec deliveryrm.Record
+	r.JSON(t, &rec)
+	return rec
+}
+
+func getDelivery(t *testing.T, c *testenv.Client, webhook, id uuid.UUID) deliveryrm.Record {
+	t.Helper()
+	r := c.Get("/v1/me/webhooks/" + webhook.String() + "/deliveries/" + id.String())
+	if r.Status != 200 {
+		t.Fatalf("get delivery: %d %s", r.Status, r.Body)
+	}
+	var rec deliveryrm.Record
+	r.JSON(t, &rec)
+	return rec
+}
+
+func waitDelivery(t *testing.T, c *testenv.Client, webhook, id uuid.UUID, timeout time.Duration, cond func(deliveryrm.Record) error) deliveryrm.Record {
+	t.Helper()
+	var rec deliveryrm.Record
+	testenv.Eventually(t, timeout, func() error {
+		rec = getDelivery(t, c, webhook, id)
+		return cond(rec)
+	})
+	return rec
+}
+
+func hasStatus(status string, attempts int) func(deliveryrm.Record) error {
+	return func(r deliveryrm.Record) error {
+		if r.Status != status || (attempts > 0 && r.Attempts != attempts) {
+			return fmt.Errorf("delivery is %s after %d attempts; waiting for %s", r.Status, r.Attempts, status)
+		}
+		return nil
+	}
+}
+
+// TestWebhookRetriesReachSevenAttempts runs the retry tiers with one-second
+// waits against an endpoint answering 500: seven attempts with one event
+// id, each after its tier's wait, then failed and on the DLQ. A manual
+// resend starts a new run with the same event id.
+func TestWebhookRetriesReachSevenAttempts(t *testing.T) {
+	rc := newReceiver(t)
+	rc.respond = func(received, int) int { return 500 }
+	d := startDemo(t, allow(rc), webhookDelays(time.Second, time.Second, time.Second, time.Second, time.Second, time.Second))
+	w := createWebhook(t, d.client, rc.url("/failing"))
+	rc.setSecret(w.Secret)
+	rec := sendTest(t, d.client, w.ID)
+
+	mid := waitDelivery(t, d.client, w.ID, rec.ID, 20*time.Second, func(r deliveryrm.Record) error {
+		if r.Attempts < 2 {
+			return fmt.Errorf("%d attempts", r.Attempts)
+		}
+		return nil
+	})
+	if mid.Status != "pending" || mid.NextRetryAt == nil || mid.LastStatusCode == nil || *mid.LastStatusCode != 500 ||
+		mid.LastError == nil || *mid.LastError != "HTTP 500" {
+		t.Errorf("delivery between attempts: %+v", mid)
+	}
+	final := waitDelivery(t, d.client, w.ID, rec.ID, 30*time.Second, hasStatus("failed", 7))
+	if final.NextRetryAt != nil || final.DeliveredAt != nil || *final.LastStatusCode != 500 {
+		t.Errorf("failed delivery: %+v", final)
+	}
+
+	got := rc.requests()
+	if len(got) != 7 {
+		t.Fatalf("receiver got %d attempts, want 7", len(got))
+	}
+	var gaps []float64
+	for i, g := range got {
+		if g.ID != rec.EventID.String() || !g.SigOK || !g.StdOK || string(g.Body) != string(rec.Payload) {
+			t.Errorf("attempt %d: id %s (want %s), signatures %v/%v", i+1, g.ID, rec.EventID, g.SigOK, g.StdOK)
+		}
+		if i > 0 {
+			gap := g.At.Sub(got[i-1].At)
+			gaps = append(gaps, gap.Seconds())
+			if gap < 950*time.Millisecond {
+				t.Errorf("attempt %d came %s after attempt %d; its tier waits 1s", i+1, gap, i)
+			}
+		}
+	}
+	lo, hi, sum := math.Inf(1), 0.0, 0.0
+	for _, g := range gaps {
+		lo, hi, sum = math.Min(lo, g), math.Max(hi, g), sum+g
+	}
+	t.Logf("retry tier delay accuracy (configured 1s): min %.3fs, mean %.3fs, max %.3fs over %d waits", lo, sum/float64(len(gaps)), hi, len(gaps))
+
+	// the failed delivery is on the DLQ, counted in the streak
+	if w2 := getWebhook(t, d.client, w.ID); w2.ConsecutiveFailures != 1 || !w2.IsActive {
+		t.Errorf("after one failed delivery: %+v", w2)
+	}
+	dlq := readTopic(t, d.app.Brokers, schemas.TopicWebhookDLQ, 1)
+	var task schemas.DeliveryTask
+	if err := json.Unmarshal(dlq[0].Value, &task); err != nil || task.DeliveryID != rec.ID || task.Attempt != 7 || task.EventID != rec.EventID {
+		t.Errorf("DLQ record %s (%v)", dlq[0].Value, err)
+	}
+
+	// resend: a new run, same event id; the endpoint now answers 200
+	rc.mu.Lock()
+	rc.respond = nil
+	rc.mu.Unlock()
+	r := d.client.Do("POST", "/v1/me/webhooks/"+w.ID.String()+"/deliveries/"+rec.ID.String()+"/resend", nil)
+	var resent deliveryrm.Record
+	r.JSON(t, &resent)
+	if r.Status != 202 || resent.Status != "pending" || resent.ID != rec.ID || resent.EventID != rec.EventID {
+		t.Fatalf("resend: %d %s", r.Status, r.Body)
+	}
+	r = d.client.Do("POST", "/v1/me/webhooks/"+w.ID.String()+"/deliveries/"+rec.ID.String()+"/resend", nil)
+	if e := r.Err(t); r.Status != 409 || e.Error != schemas.CodeInvalidDeliveryState {
+		t.Errorf("second resend while pending: %d %s", r.Status, r.Body)
+	}
+	done := waitDelivery(t, d.client, w.ID, rec.ID, 20*time.Second, hasStatus("success", 8))
+	if done.DeliveredAt == nil || *done.LastStatusCode != 200 || done.LastError != nil {
+		t.Errorf("resent delivery: %+v", done)
+	}
+	got = rc.requests()
+	if len(got) != 8 || got[7].ID != rec.EventID.String() || got[7].Status != 200 {
+		t.Errorf("after resend the receiver has %d requests", len(got))
+	}
+	if w2 := getWebhook(t, d.client, w.ID); w2.ConsecutiveFailures != 0 {
+		t.Errorf("a success did not reset the streak: %d", w2.ConsecutiveFailures)
+	}
+}
+
+// readTopic reads n records of topic from the start.
+func readTopic(t *testing.T, brokers []string, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records of %s", len(out), n, topic)
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+// TestWebhookAutoDisableAtTen fails ten deliveries in a row: the webhook is
+// disabled (too_many_failures) with consecutive_failures 10, a delivery
+// still pending then is cancelled and not counted, and a re-activation
+// starts from 0.
+func TestWebhookAutoDisableAtTen(t *testing.T) {
+	rc := newReceiver(t)
+	rc.respond = func(received, int) int { return 503 }
+	step := 30 * time.Millisecond
+	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
+	w := createWebhook(t, d.client, rc.url("/down"))
+	rc.setSecret(w.Secret)
+
+	var first []deliveryrm.Record
+	for range 9 {
+		first = append(first, sendTest(t, d.client, w.ID))
+	}
+	for _, rec := range first {
+		waitDelivery(t, d.client, w.ID, rec.ID, 30*time.Second, hasStatus("failed", 7))
+	}
+	if w2 := getWebhook(t, d.client, w.ID); w2.ConsecutiveFailures != 9 || !w2.IsActive {
+		t.Fatalf("after 9 failed deliveries: %+v", w2)
+	}
+
+	// A slow one (each attempt held 1.5 s) is still pending when the
+	// tenth delivery fails.
+	slow := sendTest(t, d.client, w.ID)
+	rc.mu.Lock()
+	rc.delay = func(r received) time.Duration {
+		if r.ID == slow.EventID.String() {
+			return 1500 * time.Millisecond
+		}
+		return 0
+	}
+	rc.mu.Unlock()
+	tenth := sendTest(t, d.client, w.ID)
+	waitDelivery(t, d.client, w.ID, tenth.ID, 30*time.Second, hasStatus("failed", 7))
+
+	var off webhookJSON
+	testenv.Eventually(t, 20*time.Second, func() error {
+		off = getWebhook(t, d.client, w.ID)
+		if off.IsActive {
+			return fmt.Errorf("still active with %d failures", off.ConsecutiveFailures)
+		}
+		return nil
+	})
+	if off.DisabledReason == nil || *off.DisabledReason != "too_many_failures" || off.ConsecutiveFailures != 10 {
+		t.Errorf("auto-disabled webhook: %+v", off)
+	}
+	cancelled := waitDelivery(t, d.client, w.ID, slow.ID, 20*time.Second, hasStatus("cancelled", 0))
+	if cancelled.LastError == nil || *cancelled.LastError != "webhook_disabled" || cancelled.NextRetryAt != nil {
+		t.Errorf("pending delivery of the disabled webhook: %+v", cancelled)
+	}
+	// give the slow delivery's attempt in flight time to finish: it stays
+	// cancelled and the streak stays 10.
+	time.Sleep(2 * time.Second)
+	if again := getDelivery(t, d.client, w.ID, slow.ID); again.Status != "cancelled" {
+		t.Errorf("cancelled delivery became %s", again.Status)
+	}
+	if w2 := getWebhook(t, d.client, w.ID); w2.ConsecutiveFailures != 10 {
+		t.Errorf("streak %d after the cancelled delivery, want 10", w2.ConsecutiveFailures)
+	}
+	r := d.client.Do("POST", "/v1/me/webhooks/"+w.ID.String()+"/test", nil)
+	if e := r.Err(t); r.Status != 400 || e.Error != schemas.CodeWebhookInactive {
+		t.Errorf("test on the disabled webhook: %d %s", r.Status, r.Body)
+	}
+
+	// re-activation: counter 0, reason cleared, deliveries flow again
+	r = d.client.Do("PATCH", "/v1/me/webhooks/"+w.ID.String(), map[string]any{"is_active": true})
+	var on webhookJSON
+	r.JSON(t, &on)
+	if r.Status != 200 || !on.IsActive || on.ConsecutiveFailures != 0 || on.DisabledReason != nil {
+		t.Fatalf("re-activate: %d %s", r.Status, r.Body)
+	}
+	rc.mu.Lock()
+	rc.respond = nil
+	rc.mu.Unlock()
+	ok := sendTest(t, d.client, w.ID)
+	waitDelivery(t, d.client, w.ID, ok.ID, 20*time.Second, hasStatus("success", 1))
+	// the cancelled delivery can be resent now
+	r = d.client.Do("POST", "/v1/me/webhooks/"+w.ID.String()+"/deliveries/"+slow.ID.String()+"/resend", nil)
+	if r.Status != 202 {
+		t.Fatalf("resend cancelled: %d %s", r.Status, r.Body)
+	}
+	waitDelivery(t, d.client, w.ID, slow.ID, 20*time.Second, hasStatus("success", 0))
+}
+
+// TestWebhookSlowEndpointDoesNotDelayOthers gives one client two webhooks:
+// one endpoint holds every request 12 s (past the 10 s deadline), the other
+// answers at once. Every delivery to the healthy one succeeds while the
+// slow one's first requests are still being held.
+func TestWebhookSlowEndpointDoesNotDelayOthers(t *testing.T) {
+	slow, healthy := newReceiver(t), newReceiver(t)
+	slow.delay = func(received) time.Duration { return 12 * time.Second }
+	d := startDemo(t, allow(slow, healthy))
+	ws := createWebhook(t, d.client, slow.url("/slow"))
+	wh := createWebhook(t, d.client, healthy.url("/ok"))
+	healthy.setSecret(wh.Secret)
+	slow.setSecret(ws.Secret)
+
+	v := d.variant(t, "ACTIVE", "tshirt")
+	const orders = 6
+	for i := range orders {
+		r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, fmt.Sprintf("slow-%s-%d", uuid.NewString()[:6], i), 1))
+		if r.Status != 201 {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+	}
+	// order.created + PROCESSING + SUCCESS per order
+	recs := waitDeliveries(t, d.client, wh.ID, orders*3, "success", 30*time.Second)
+	held := slow.inFlight()
+	if done := len(slow.requests()); done != 0 || held == 0 {
+		t.Fatalf("slow endpoint: %d requests finished, %d held, when the healthy one had all %d", done, held, len(recs))
+	}
+	for _, r := range recs {
+		if r.Attempts != 1 {
+			t.Errorf("healthy delivery %s took %d attempts", r.ID, r.Attempts)
+		}
+	}
+	t.Logf("healthy endpoint received %d deliveries while the slow one held %d requests", len(healthy.requests()), held)
+}
+
+// TestDeliveryLogSweeper removes delivery logs older than the retention.
+func TestDeliveryLogSweeper(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc))
+	w := createWebhook(t, d.client, rc.url("/sweep"))
+	old := sendTest(t, d.client, w.ID)
+	fresh := sendTest(t, d.client, w.ID)
+	waitDeliveries(t, d.client, w.ID, 2, "success", 20*time.Second)
+	ctx := context.Background()
+	if _, err := d.app.Pool.Exec(ctx, `UPDATE webhook_deliveries SET created_at = now() - interval '31 days' WHERE id = $1`, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	n, err := deliveryrm.Sweep(ctx, d.app.Pool, deliveryrm.Retention)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep removed %d (%v), want 1", n, err)
+	}
+	if r := d.client.Get("/v1/me/webhooks/" + w.ID.String() + "/deliveries/" + old.ID.String()); r.Status != 404 {
+		t.Errorf("swept delivery: %d", r.Status)
+	}
+	getDelivery(t, d.client, w.ID, fresh.ID)
+}
