@@ -1,12 +1,23 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/printpod/pod/delivery"
+	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // BenchmarkCreateOrder measures POST /v1/orders/pod end to end: HTTP,
@@ -40,4 +51,74 @@ func BenchmarkCreateOrder(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkWebhookDelivery measures the sender: b.N delivery tasks for four
+// webhooks of one client are put on pod.webhook.deliveries at once, and the
+// clock runs until a local receiver has answered every one (deliveries/s),
+// then until the delivery log shows them all succeeded (logged/s).
+//
+//	go test -run '^$' -bench WebhookDelivery -benchtime 20000x ./internal/e2e/
+func BenchmarkWebhookDelivery(b *testing.B) {
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got.Add(1)
+	}))
+	defer srv.Close()
+	d := startDemo(b, noPusher, func(c *config.Config) {
+		c.WebhookAllowTargets = []string{strings.TrimPrefix(srv.URL, "http://")}
+	})
+	var hooks []uuid.UUID
+	for i := range 4 {
+		r := d.client.Do("POST", "/v1/me/webhooks", map[string]any{"url": fmt.Sprintf("%s/%d", srv.URL, i), "topics": allTopics})
+		if r.Status != 201 {
+			b.Fatalf("create webhook: %d %s", r.Status, r.Body)
+		}
+		var w webhookJSON
+		r.JSON(b, &w)
+		hooks = append(hooks, w.ID)
+	}
+	payload := []byte(`{"id":"00000000-0000-0000-0000-000000000000","topic":"order.created","created_at":"2026-11-21T00:00:00Z","data":{"order":{"id":"x"},"tracking":null}}`)
+	recs := make([]*kgo.Record, 0, b.N)
+	now := time.Now().UTC()
+	for i := range b.N {
+		ev := uuid.New()
+		wh := hooks[i%len(hooks)]
+		rec, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(wh, ev),
+			WebhookID: wh, AccountID: d.app.DemoAccount, EventID: ev, Topic: "order.created", Gen: 1, Run: 1, Attempt: 1,
+			DueAt: now, CreatedAt: now, Payload: payload})
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < len(recs); i += 1000 {
+		if err := d.app.Producer.ProduceSync(context.Background(), recs[i:min(i+1000, len(recs))]...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for got.Load() < int64(b.N) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	delivered := time.Since(start)
+	for {
+		var n int
+		if err := d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries WHERE status = 'success'`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		if n >= b.N {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	logged := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/delivered.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(b.N)/logged.Seconds(), "logged/s")
+	if extra := got.Load() - int64(b.N); extra != 0 {
+		b.Errorf("%d requests more than deliveries", extra)
+	}
 }

@@ -128,9 +128,10 @@ func newPodsvcProc(t *testing.T, env ...string) *podsvcProc {
 	return p
 }
 
-func TestCrashMidBatchLosesNothing(t *testing.T) {
-	p := newPodsvcProc(t)
-	c := testenv.NewClient(t, "http://"+p.addr, "demo-token")
+// demoTshirt waits until the demo catalog is projected and returns an
+// ACTIVE t-shirt variant of the ACTIVE demo store.
+func demoTshirt(t *testing.T, c *testenv.Client) uuid.UUID {
+	t.Helper()
 	var variant uuid.UUID
 	testenv.Eventually(t, 60*time.Second, func() error {
 		var stores struct{ Data []catalogrm.Store }
@@ -152,6 +153,13 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 		}
 		return fmt.Errorf("demo catalog not projected yet")
 	})
+	return variant
+}
+
+func TestCrashMidBatchLosesNothing(t *testing.T) {
+	p := newPodsvcProc(t)
+	c := testenv.NewClient(t, "http://"+p.addr, "demo-token")
+	variant := demoTshirt(t, c)
 
 	const batchSize = 400
 	orders := make([]map[string]any, batchSize)

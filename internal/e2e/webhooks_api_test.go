@@ -448,3 +448,49 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestWebhookURLGuardThroughAPI sends private and local targets in many
+// spellings to create and to update: each is 400 INVALID_WEBHOOK_URL and
+// nothing changes. (delivery/guard_test.go holds the full table, the
+// connect-time resolution checks and the redirect rules.)
+func TestWebhookURLGuardThroughAPI(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc))
+	w := createWebhook(t, d.client, rc.url("/guard"))
+	urls := []string{
+		"http://localhost/h", "http://LOCALHOST./h", "http://api.localhost/h", "http://127.0.0.1/h", "http://127.1/h",
+		"http://2130706433/h", "http://0x7f000001/h", "http://0177.0.0.1/h", "http://017700000001/h", "http://0x7f.0.0.1/h",
+		"http://127.0.0.1./h", "http://0/h", "http://0.0.0.0/h", "http://10.0.0.1/h", "http://10.1/h", "http://172.16.0.1/h",
+		"http://172.31.255.255/h", "http://192.168.1.1/h", "http://0300.0250.0.1/h", "http://169.254.169.254/latest/meta-data",
+		"http://100.64.0.1/h", "http://100.127.255.254/h", "http://[::1]/h", "http://[::]/h", "http://[::ffff:127.0.0.1]/h",
+		"http://[::ffff:7f00:1]/h", "http://[0:0:0:0:0:ffff:127.0.0.1]/h", "http://[::ffff:a9fe:a9fe]/h", "http://[fc00::1]/h",
+		"http://[fd12:3456::1]/h", "http://[fe80::1%25eth0]/h", "http://[fe80::1]/h", "http://[64:ff9b::a00:1]/h",
+		"http://[2002:7f00:1::]/h", "http://user:pw@example.com/h", "ftp://example.com/h", "javascript:alert(1)", "//example.com/h",
+	}
+	for _, u := range urls {
+		for _, call := range []struct {
+			method, path string
+			body         map[string]any
+		}{
+			{"POST", "/v1/me/webhooks", map[string]any{"url": u, "topics": allTopics}},
+			{"PATCH", "/v1/me/webhooks/" + w.ID.String(), map[string]any{"url": u}},
+		} {
+			r := d.client.Do(call.method, call.path, call.body)
+			if r.Status != 400 {
+				t.Errorf("%s %s accepted: %d %s", call.method, u, r.Status, r.Body)
+				continue
+			}
+			if e := r.Err(t); e.Error != schemas.CodeInvalidWebhookURL || e.Details["field"] != "url" {
+				t.Errorf("%s %s: %s", call.method, u, r.Body)
+			}
+		}
+	}
+	var list struct{ Data []webhookJSON }
+	d.client.Get("/v1/me/webhooks").JSON(t, &list)
+	if len(list.Data) != 1 || list.Data[0].URL != w.URL {
+		t.Errorf("refused URLs changed something: %+v", list.Data)
+	}
+	if len(urls) < 30 {
+		t.Fatalf("only %d spellings", len(urls))
+	}
+}

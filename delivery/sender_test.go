@@ -1,0 +1,61 @@
+package delivery
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
+)
+
+// TestSendOutcomes runs the sender's request against real local endpoints
+// through the guarded client: what counts as success, and what the
+// delivery log is told on failure (never the URL).
+func TestSendOutcomes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			w.WriteHeader(204)
+		case "/redirect":
+			http.Redirect(w, r, "/ok", http.StatusFound)
+		case "/slow":
+			time.Sleep(300 * time.Millisecond)
+		default:
+			w.WriteHeader(500)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	resolver := &stubResolver{answers: map[string][]netip.Addr{"rebind.test": addrs("127.0.0.1")}}
+	guard := &Guard{AllowTargets: []string{addr}, Resolver: resolver}
+	s := &Sender{HTTP: guard.Client(200 * time.Millisecond), Timeout: 200 * time.Millisecond}
+	secret, _ := NewSecret()
+	task := schemas.DeliveryTask{EventID: uuid.New(), Topic: "order.created", Payload: []byte(`{"id":"x"}`)}
+	cases := []struct {
+		url     string
+		code    int
+		failure string
+	}{
+		{srv.URL + "/ok", 204, ""},
+		{srv.URL + "/fail", 500, "HTTP 500"},
+		{srv.URL + "/redirect", 302, "HTTP 302: redirects are not followed"},
+		{srv.URL + "/slow", 0, "timeout: no response within 200ms"},
+		{"http://rebind.test:" + port + "/ok", 0, "refused: the target resolves to a private, loopback or otherwise internal address"},
+		{"http://10.0.0.1:" + port + "/ok", 0, "refused: the target resolves to a private, loopback or otherwise internal address"},
+	}
+	for _, tc := range cases {
+		code, failure := s.send(context.Background(), &Hook{URL: tc.url, Secret: secret}, task)
+		if code != tc.code || failure != tc.failure {
+			t.Errorf("%s: %d %q, want %d %q", tc.url, code, failure, tc.code, tc.failure)
+		}
+		if strings.Contains(failure, "127.0.0.1") || strings.Contains(failure, "rebind") {
+			t.Errorf("failure text names the target: %q", failure)
+		}
+	}
+}
