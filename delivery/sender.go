@@ -27,6 +27,10 @@ import (
 // partitions over the instances.
 const SenderGroup = "delivery.sender"
 
+// MaxQueuedPerEndpoint is how many tasks of one endpoint may wait in
+// memory; more are deferred to the first retry tier.
+const MaxQueuedPerEndpoint = 256
+
 // MaxAttempts is how many attempts a delivery run has.
 const MaxAttempts = 7
 
@@ -135,10 +139,19 @@ type session struct {
 	buffer chan struct{} // one slot per record held
 	reqs   chan struct{} // one slot per request in flight
 	wg     sync.WaitGroup
+	closed bool // polling ended: parked records stay parked
+	// running holds the tasks being attempted: a copy of one (the same
+	// task twice on the log) waits for it, then finds it done.
+	running map[taskKey]chan struct{}
+}
+
+type taskKey struct {
+	delivery     uuid.UUID
+	run, attempt int
 }
 
 func (s *Sender) session(ctx context.Context) error {
-	ss := &session{s: s, ctx: ctx, parts: map[tp]*part{}, ends: map[uuid.UUID]*endpoint{},
+	ss := &session{s: s, ctx: ctx, parts: map[tp]*part{}, ends: map[uuid.UUID]*endpoint{}, running: map[taskKey]chan struct{}{},
 		buffer: make(chan struct{}, s.MaxBuffered), reqs: make(chan struct{}, s.Concurrency)}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.Brokers...),
@@ -163,6 +176,14 @@ func (s *Sender) session(ctx context.Context) error {
 	go ss.commitLoop(done)
 	err = ss.poll()
 	close(done)
+	ss.mu.Lock()
+	ss.closed = true
+	for _, st := range ss.parts {
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+	}
+	ss.mu.Unlock()
 	// Let requests in flight finish (bounded by the attempt deadline), then
 	// leave the group: the revoke callback commits what finished.
 	ss.wg.Wait()
@@ -402,7 +423,7 @@ func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
 func (ss *session) wake(k tp, st *part) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if st.revoked || ss.parts[k] != st || len(st.parked) == 0 {
+	if ss.closed || st.revoked || ss.parts[k] != st || len(st.parked) == 0 {
 		return
 	}
 	recs := st.parked
@@ -417,6 +438,12 @@ func (ss *session) dispatch(j job) {
 		e = &endpoint{}
 		ss.ends[j.task.WebhookID] = e
 	}
+	if len(e.queue) >= MaxQueuedPerEndpoint {
+		j.part.inflight++
+		ss.wg.Add(1)
+		go ss.deferJob(j)
+		return
+	}
 	e.queue = append(e.queue, j)
 	if e.running < ss.s.PerEndpoint {
 		e.running++
@@ -425,10 +452,13 @@ func (ss *session) dispatch(j job) {
 	}
 }
 
-// work runs jobs of one endpoint until its queue is empty.
+// work runs jobs of one endpoint until its queue is empty. A request slot
+// is taken before a job, and the job's partition is checked after, so a
+// job of a partition given up meanwhile is left to its next owner.
 func (ss *session) work(id uuid.UUID, e *endpoint) {
 	defer ss.wg.Done()
 	for {
+		ss.reqs <- struct{}{}
 		ss.mu.Lock()
 		if len(e.queue) == 0 {
 			e.running--
@@ -436,33 +466,71 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 				delete(ss.ends, id)
 			}
 			ss.mu.Unlock()
+			<-ss.reqs
 			return
 		}
 		j := e.queue[0]
 		e.queue = e.queue[1:]
 		if j.part.revoked || ss.ctx.Err() != nil {
 			ss.mu.Unlock()
+			<-ss.reqs
 			<-ss.buffer // the next owner reads it again
 			continue
 		}
 		j.part.inflight++
-		ss.mu.Unlock()
-
-		ss.reqs <- struct{}{}
-		err := ss.s.attempt(ss.ctx, j)
-		<-ss.reqs
-
-		ss.mu.Lock()
-		j.part.inflight--
-		if err == nil {
-			ss.finishLocked(j.part, j.offset)
-		} else {
-			// Not recorded (shutting down): left unfinished, so the
-			// offset is not committed past it and it is worked again.
-			<-ss.buffer
+		key := taskKey{j.task.DeliveryID, j.task.Run, j.task.Attempt}
+		first, busy := ss.running[key]
+		mine := make(chan struct{})
+		if !busy {
+			ss.running[key] = mine
 		}
 		ss.mu.Unlock()
+		if busy {
+			<-first
+		}
+
+		err := ss.s.attempt(ss.ctx, j)
+		if !busy {
+			ss.mu.Lock()
+			delete(ss.running, key)
+			ss.mu.Unlock()
+			close(mine)
+		}
+		<-ss.reqs
+		ss.done(j, err)
 	}
+}
+
+// done ends a job: finished, or (its outcome not recorded before shutdown)
+// left unfinished, so the offset is not committed past it and the next
+// owner works it again.
+func (ss *session) done(j job, err error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	j.part.inflight--
+	if err == nil {
+		ss.finishLocked(j.part, j.offset)
+	} else {
+		<-ss.buffer
+	}
+}
+
+// deferJob moves a task of an endpoint with too much waiting in memory to
+// the first retry tier, attempt unchanged: its backlog then waits in Kafka,
+// not in this process, and other endpoints keep flowing.
+func (ss *session) deferJob(j job) {
+	defer ss.wg.Done()
+	t := j.task
+	t.DueAt = ss.s.now().UTC().Add(ss.s.Delays[0])
+	rec, err := TaskRecord(schemas.WebhookRetryTiers[0], t)
+	if err == nil {
+		err = ss.s.record(ss.ctx, rec)
+	}
+	if err == nil {
+		ss.s.Marks.Mark(context.WithoutCancel(ss.ctx), j.tp.topic, j.tp.partition, j.offset, nil) // not the task: it comes back
+		ss.s.Metrics.outcome("deferred")
+	}
+	ss.done(j, err)
 }
 
 func (ss *session) finishLocked(st *part, offset int64) {
@@ -476,8 +544,8 @@ func (ss *session) finishLocked(st *part, offset int64) {
 // ended.
 func (s *Sender) attempt(ctx context.Context, j job) error {
 	t := j.task
-	if s.Marks.Done(ctx, j.tp.topic, j.tp.partition, j.offset) {
-		return nil // worked before a crash or rebalance: its outcome is on the log
+	if s.Marks.Done(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t) {
+		return nil // worked before (a crash, a rebalance, a repeated task): its outcome is on the log
 	}
 	hook, err := s.hook(ctx, t)
 	for err != nil {
@@ -542,23 +610,11 @@ func (s *Sender) attempt(ctx context.Context, j job) error {
 	}
 	recs = append(recs, &kgo.Record{Topic: schemas.TopicWebhookAttempts, Key: []byte(t.WebhookID.String()), Value: value,
 		Headers: []kgo.RecordHeader{{Key: "status", Value: []byte(res.Status)}}})
-	// The outcome must reach the log: retry until it does. An attempt made
-	// is recorded even when shutdown begins, within a bound.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond))
-	if err := retry.Do(rctx, backoff, func(ctx context.Context) error {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := s.Producer.ProduceSync(pctx, recs...).FirstErr(); err != nil {
-			s.Log.Warn("recording a delivery outcome failed; retrying", "delivery", t.DeliveryID, "err", err)
-			return retry.RetryableError(err)
-		}
-		return nil
-	}); err != nil {
+	if err := s.record(ctx, recs...); err != nil {
 		return err
 	}
-	s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset)
+	rctx := context.WithoutCancel(ctx)
+	s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, &t)
 	if disable && s.Disable != nil {
 		if err := s.Disable(rctx, t.WebhookID, t.AccountID, t.Gen); err != nil {
 			s.Log.Warn("auto-disable command not sent", "webhook", t.WebhookID, "err", err)
@@ -568,6 +624,32 @@ func (s *Sender) attempt(ctx context.Context, j job) error {
 		}
 	}
 	return nil
+}
+
+// record puts an attempt's outcome on the log, retrying until it is there.
+// After shutdown began it keeps trying for a while (the attempt was made),
+// then gives up: the task is left to be worked again.
+func (s *Sender) record(ctx context.Context, recs ...*kgo.Record) error {
+	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond))
+	var giveUp time.Time
+	for {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := s.Producer.ProduceSync(pctx, recs...).FirstErr()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			if giveUp.IsZero() {
+				giveUp = time.Now().Add(15 * time.Second)
+			} else if time.Now().After(giveUp) {
+				return err
+			}
+		}
+		s.Log.Warn("recording a delivery outcome failed; retrying", "err", err)
+		wait, _ := backoff.Next()
+		time.Sleep(wait)
+	}
 }
 
 // hook reads the task's webhook, from the cache unless the cached copy

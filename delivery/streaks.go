@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -81,31 +82,48 @@ func (s *Streaks) Counts(ctx context.Context, ids []uuid.UUID, gens []int) ([]in
 	return out, nil
 }
 
-// DoneMarks remember, per partition of the delivery topics, which records
-// were worked after the last committed offset. A sender that reads such a
-// record again (after a crash or a rebalance) skips it instead of making
-// the attempt and scheduling its retry a second time. Marks below a
-// committed offset are forgotten. Without Redis every record is worked:
-// delivery stays at least once.
+// DoneMarks remember which delivery tasks were worked, two ways. Per
+// partition of the delivery topics, the offsets worked after the last
+// committed one: a sender reading such a record again (after a crash or a
+// rebalance) skips it instead of making the attempt and scheduling its
+// retry a second time; marks below a committed offset are forgotten. And
+// per (delivery, run, attempt), for IDTTL: the same task put on the log
+// twice (a fan-out batch redone after a crash) is attempted once. Without
+// Redis every record is worked: delivery stays at least once.
 type DoneMarks struct {
 	Redis  *redis.Client
 	Prefix string
 }
 
+// IDTTL is how long a worked task is remembered by id.
+const IDTTL = 15 * time.Minute
+
 func (m *DoneMarks) key(topic string, partition int32) string {
 	return fmt.Sprintf("%swh:done:%s:%d", m.Prefix, topic, partition)
 }
 
-// Done reports whether the record at offset was worked.
-func (m *DoneMarks) Done(ctx context.Context, topic string, partition int32, offset int64) bool {
-	err := m.Redis.ZScore(ctx, m.key(topic, partition), strconv.FormatInt(offset, 10)).Err()
-	return err == nil
+func (m *DoneMarks) idKey(t schemas.DeliveryTask) string {
+	return fmt.Sprintf("%swh:did:%s:%d:%d", m.Prefix, t.DeliveryID, t.Run, t.Attempt)
 }
 
-// Mark records that the record at offset was worked.
-func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64) {
-	_ = m.Redis.ZAdd(context.WithoutCancel(ctx), m.key(topic, partition),
-		redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)}).Err()
+// Done reports whether the record at offset, or the same task, was worked.
+func (m *DoneMarks) Done(ctx context.Context, topic string, partition int32, offset int64, t schemas.DeliveryTask) bool {
+	pipe := m.Redis.Pipeline()
+	score := pipe.ZScore(ctx, m.key(topic, partition), strconv.FormatInt(offset, 10))
+	seen := pipe.Exists(ctx, m.idKey(t))
+	_, _ = pipe.Exec(ctx)
+	return score.Err() == nil || seen.Val() > 0
+}
+
+// Mark records that the record at offset was worked and, when task is not
+// nil, that its task was attempted.
+func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64, task *schemas.DeliveryTask) {
+	pipe := m.Redis.Pipeline()
+	pipe.ZAdd(ctx, m.key(topic, partition), redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)})
+	if task != nil {
+		pipe.Set(ctx, m.idKey(*task), 1, IDTTL)
+	}
+	_, _ = pipe.Exec(ctx)
 }
 
 // Forget drops the marks below a committed offset.

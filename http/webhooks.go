@@ -272,31 +272,32 @@ func (w *Webhooks) decodeWebhookBody(raw []byte, patch bool) (webhookBody, error
 }
 
 // decide sends a webhook command and maps a refusal to its API error.
-func (w *Webhooks) decide(ctx context.Context, cmd webhook.Command) error {
+func (w *Webhooks) decide(ctx context.Context, cmd webhook.Command) (webhook.Decision, error) {
 	dec, err := w.Bus.Decide(ctx, cmd, w.wait())
 	switch {
 	case errors.Is(err, webhook.ErrCommandLog):
-		return Unavailable("the webhook command log (Kafka)")
+		return dec, Unavailable("the webhook command log (Kafka)")
 	case errors.Is(err, webhook.ErrUndecided):
-		return &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+		return dec, &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
 			Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key to learn the outcome"}
 	case err != nil:
-		return err
+		return dec, err
 	}
 	switch dec.Code {
 	case "":
-		return nil
+		return dec, nil
 	case schemas.CodeNotFound:
-		return NotFound("webhook")
-	case schemas.CodeWebhookLimitReached:
-		return &Error{Status: fiber.StatusBadRequest, Code: dec.Code, Message: dec.Message}
+		return dec, NotFound("webhook")
 	}
-	return &Error{Status: fiber.StatusBadRequest, Code: dec.Code, Message: dec.Message}
+	return dec, &Error{Status: fiber.StatusBadRequest, Code: dec.Code, Message: dec.Message}
 }
 
 // withSecret loads the webhook after a decision and opens its current
-// secret (the stored one: a repeated command answers the secret it set).
-func (w *Webhooks) withSecret(c *fiber.Ctx, id uuid.UUID) (webhookView, error) {
+// secret (the stored one: a command repeated after an undecided 503
+// answers the secret it set). A secret is shown only within the
+// Idempotency-Key window of its decision: a repeat later gets the webhook
+// without it.
+func (w *Webhooks) withSecret(c *fiber.Ctx, id uuid.UUID, dec webhook.Decision) (webhookView, error) {
 	h, err := webhook.Load(c.UserContext(), w.Pool, accountOf(c), id)
 	if err != nil {
 		return webhookView{}, err
@@ -304,11 +305,14 @@ func (w *Webhooks) withSecret(c *fiber.Ctx, id uuid.UUID) (webhookView, error) {
 	if h == nil {
 		return webhookView{}, NotFound("webhook")
 	}
+	v := w.view(c.UserContext(), h)
+	if time.Since(dec.DecidedAt) > IdempotencyWindow {
+		return v, nil
+	}
 	secret, err := w.Box.Open(h.Secret)
 	if err != nil {
 		return webhookView{}, fmt.Errorf("open webhook secret: %w", err)
 	}
-	v := w.view(c.UserContext(), h)
 	v.Secret = secret
 	return v, nil
 }
@@ -334,10 +338,11 @@ func (w *Webhooks) create(c *fiber.Ctx) error {
 	cmdID := commandID(c, "webhook-create")
 	cmd := webhook.Command{ID: cmdID, Kind: webhook.KindCreate, AccountID: accountOf(c), WebhookID: uuid.NewSHA1(cmdID, []byte("webhook")),
 		URL: b.url, Topics: b.topics, Description: b.description, Secret: sealed}
-	if err := w.decide(c.UserContext(), cmd); err != nil {
+	dec, err := w.decide(c.UserContext(), cmd)
+	if err != nil {
 		return err
 	}
-	v, err := w.withSecret(c, cmd.WebhookID)
+	v, err := w.withSecret(c, cmd.WebhookID, dec)
 	if err != nil {
 		return err
 	}
@@ -355,7 +360,7 @@ func (w *Webhooks) patch(c *fiber.Ctx) error {
 	}
 	cmd := webhook.Command{ID: commandID(c, "webhook-patch"), Kind: webhook.KindUpdate, AccountID: h.AccountID, WebhookID: h.ID,
 		URL: b.url, Topics: b.topics, Description: b.description, SetDescription: b.setDescription, IsActive: b.isActive}
-	if err := w.decide(c.UserContext(), cmd); err != nil {
+	if _, err := w.decide(c.UserContext(), cmd); err != nil {
 		return err
 	}
 	after, err := webhook.Load(c.UserContext(), w.Pool, h.AccountID, h.ID)
@@ -377,7 +382,7 @@ func (w *Webhooks) delete(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := w.decide(c.UserContext(), webhook.Command{ID: commandID(c, "webhook-delete"), Kind: webhook.KindDelete,
+	if _, err := w.decide(c.UserContext(), webhook.Command{ID: commandID(c, "webhook-delete"), Kind: webhook.KindDelete,
 		AccountID: h.AccountID, WebhookID: h.ID}); err != nil {
 		return err
 	}
@@ -393,11 +398,12 @@ func (w *Webhooks) rotate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := w.decide(c.UserContext(), webhook.Command{ID: commandID(c, "webhook-rotate"), Kind: webhook.KindRotate,
-		AccountID: h.AccountID, WebhookID: h.ID, Secret: sealed}); err != nil {
+	dec, err := w.decide(c.UserContext(), webhook.Command{ID: commandID(c, "webhook-rotate"), Kind: webhook.KindRotate,
+		AccountID: h.AccountID, WebhookID: h.ID, Secret: sealed})
+	if err != nil {
 		return err
 	}
-	v, err := w.withSecret(c, h.ID)
+	v, err := w.withSecret(c, h.ID, dec)
 	if err != nil {
 		return err
 	}

@@ -177,13 +177,14 @@ type Decision struct {
 	WebhookID uuid.UUID
 	Code      string // "" when accepted
 	Message   string
+	DecidedAt time.Time
 }
 
 // LoadDecision reads a command's decision; ok is false while undecided.
 func LoadDecision(ctx context.Context, pool *pgxpool.Pool, commandID uuid.UUID) (d Decision, ok bool, err error) {
 	var code, msg *string
-	err = pool.QueryRow(ctx, `SELECT webhook_id, error_code, error_message FROM webhook_decisions WHERE command_id = $1`,
-		commandID).Scan(&d.WebhookID, &code, &msg)
+	err = pool.QueryRow(ctx, `SELECT webhook_id, error_code, error_message, decided_at FROM webhook_decisions WHERE command_id = $1`,
+		commandID).Scan(&d.WebhookID, &code, &msg, &d.DecidedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Decision{}, false, nil
 	}

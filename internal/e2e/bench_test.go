@@ -66,7 +66,8 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 		got.Add(1)
 	}))
 	defer srv.Close()
-	d := startDemo(b, noPusher, func(c *config.Config) {
+	d := startDemo(b, func(c *config.Config) {
+		c.Roles = []string{config.RoleAPI, config.RoleDecider, config.RoleProjector, config.RoleDelivery}
 		c.WebhookAllowTargets = []string{strings.TrimPrefix(srv.URL, "http://")}
 	})
 	var hooks []uuid.UUID
@@ -100,7 +101,11 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	deadline := time.Now().Add(5 * time.Minute)
 	for got.Load() < int64(b.N) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d deliveries received", got.Load(), b.N)
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	delivered := time.Since(start)
@@ -111,6 +116,9 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 		}
 		if n >= b.N {
 			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d deliveries logged", n, b.N)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

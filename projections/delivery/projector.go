@@ -102,9 +102,10 @@ func queueTask(b *pgx.Batch, t schemas.DeliveryTask) {
 		t.DeliveryID, t.WebhookID, t.AccountID, t.EventID, t.Topic, string(t.Payload), t.Run, t.Gen, t.DueAt, t.CreatedAt)
 }
 
-// queueResult applies an attempt result once: only to the run it belongs
-// to, only past the last attempt applied, and not over a cancelled or
-// finished delivery (a success always counts: the client has the event).
+// queueResult applies an attempt result once: to its run, past the last
+// attempt applied, and not over a cancelled or finished delivery (a success
+// always counts: the client has the event); a result of a later run (its
+// task not read yet) moves the row to that run.
 // A result met before its task makes the row, without payload until the
 // task fills it.
 func queueResult(b *pgx.Batch, r schemas.AttemptResult) {
@@ -124,14 +125,16 @@ func queueResult(b *pgx.Batch, r schemas.AttemptResult) {
 		ON CONFLICT (id) DO UPDATE SET
 			status = excluded.status,
 			attempts = d.attempts + $7::int,
+			run = excluded.run,
 			run_attempt = excluded.run_attempt,
 			last_status_code = CASE WHEN $7::int = 1 THEN excluded.last_status_code ELSE d.last_status_code END,
 			last_error = excluded.last_error,
 			next_retry_at = excluded.next_retry_at,
 			delivered_at = COALESCE(d.delivered_at, excluded.delivered_at),
 			updated_at = now()
-		WHERE d.run = excluded.run AND d.run_attempt < excluded.run_attempt
-			AND (d.status = 'pending' OR excluded.status = 'success')`,
+		WHERE d.run < excluded.run
+			OR (d.run = excluded.run AND d.run_attempt < excluded.run_attempt
+				AND (d.status = 'pending' OR excluded.status = 'success'))`,
 		r.DeliveryID, r.WebhookID, r.AccountID, r.EventID, r.Topic, r.Status, attempted, r.Run, r.Attempt,
 		r.Gen, r.StatusCode, r.Error, r.NextRetryAt, delivered, r.CreatedAt)
 }

@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/delivery"
+	deliveryrm "github.com/printpod/pod/projections/delivery"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A result of a resend run met before that run's task (the three topics are
+// read in no fixed order) moves the delivery to that run: success.
+func TestDeliveryLogResultBeforeTaskOfLaterRun(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc))
+	w := createWebhook(t, d.client, rc.url("/hooks"))
+	var account uuid.UUID
+	if err := d.app.Pool.QueryRow(context.Background(), `SELECT account_id FROM webhooks WHERE id = $1`, w.ID).Scan(&account); err != nil {
+		t.Fatal(err)
+	}
+	ev := uuid.New()
+	now := time.Now().UTC()
+	task := schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(w.ID, ev), WebhookID: w.ID, AccountID: account, EventID: ev,
+		Topic: "order.created", Gen: 1, Run: 2, Attempt: 1, DueAt: now, CreatedAt: now, Payload: json.RawMessage(`{"id":"x"}`)}
+	code := 200
+	res := schemas.AttemptResult{DeliveryID: task.DeliveryID, WebhookID: w.ID, AccountID: account, EventID: ev, Topic: task.Topic,
+		Gen: 1, Run: 2, Attempt: 1, Attempted: true, Status: schemas.DeliverySuccess, StatusCode: &code, At: now, CreatedAt: now}
+	task1 := task
+	task1.Run = 1
+	fail := "HTTP 500"
+	code500 := 500
+	res1 := res
+	res1.Run, res1.Attempt, res1.Status, res1.StatusCode, res1.Error = 1, 7, schemas.DeliveryFailed, &code500, &fail
+	tv, _ := json.Marshal(task)
+	rv, _ := json.Marshal(res)
+	t1v, _ := json.Marshal(task1)
+	r1v, _ := json.Marshal(res1)
+	// Log order per topic is kept (run 1 before run 2 on each topic); only
+	// the interleaving of the two topics differs from the live order.
+	recs := []*kgo.Record{
+		{Topic: schemas.TopicWebhookDeliveries, Value: t1v},
+		{Topic: schemas.TopicWebhookAttempts, Value: r1v},
+		{Topic: schemas.TopicWebhookAttempts, Value: rv},
+		{Topic: schemas.TopicWebhookDeliveries, Value: tv},
+	}
+	ctx := context.Background()
+	tx, err := d.app.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := deliveryrm.Projector(slog.Default()).Handle(ctx, tx, recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	if err := d.app.Pool.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, task.DeliveryID).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != schemas.DeliverySuccess {
+		t.Fatalf("delivery is %q after its success result and its task (other order gives success)", status)
+	}
+}
+
+// The same task twice on pod.webhook.deliveries (a fan-out batch done again
+// after a crash) is attempted once.
+func TestDeliveryTaskTwiceOnTheLogSentOnce(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc))
+	w := createWebhook(t, d.client, rc.url("/hooks"))
+	var account uuid.UUID
+	if err := d.app.Pool.QueryRow(context.Background(), `SELECT account_id FROM webhooks WHERE id = $1`, w.ID).Scan(&account); err != nil {
+		t.Fatal(err)
+	}
+	ev := uuid.New()
+	now := time.Now().UTC()
+	task := schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(w.ID, ev), WebhookID: w.ID, AccountID: account, EventID: ev,
+		Topic: "order.created", Gen: 1, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now, Payload: json.RawMessage(`{"id":"x"}`)}
+	r1, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, task)
+	r2, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, task)
+	if err := d.app.Producer.ProduceSync(context.Background(), r1, r2).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	waitDeliveries(t, d.client, w.ID, 1, "success", 20*time.Second)
+	time.Sleep(2 * time.Second) // the second copy is read meanwhile
+	n := 0
+	for _, g := range rc.requests() {
+		if g.ID == ev.String() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("event %s was sent %d times for one delivery id", ev, n)
+	}
+}
+
+// A backlog of more tasks than the sender holds in memory (10000) for one
+// slow endpoint does not stop a healthy endpoint's delivery: past 256
+// waiting tasks an endpoint's further tasks are deferred to the first tier.
+func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
+	slow, healthy := newReceiver(t), newReceiver(t)
+	slow.delay = func(received) time.Duration { return 30 * time.Second }
+	d := startDemo(t, allow(slow, healthy))
+	ws := createWebhook(t, d.client, slow.url("/slow"))
+	wh := createWebhook(t, d.client, healthy.url("/ok"))
+	var account uuid.UUID
+	if err := d.app.Pool.QueryRow(context.Background(), `SELECT account_id FROM webhooks WHERE id = $1`, ws.ID).Scan(&account); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	mk := func(hook uuid.UUID) *kgo.Record {
+		ev := uuid.New()
+		r, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(hook, ev),
+			WebhookID: hook, AccountID: account, EventID: ev, Topic: "order.created", Gen: 1, Run: 1, Attempt: 1, DueAt: now,
+			CreatedAt: now, Payload: json.RawMessage(`{}`)})
+		return r
+	}
+	var recs []*kgo.Record
+	for range 10100 {
+		recs = append(recs, mk(ws.ID))
+	}
+	if err := d.app.Producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := d.app.Producer.ProduceSync(context.Background(), mk(wh.ID)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(healthy.requests()) > 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("healthy endpoint got nothing in 15s; slow endpoint holds %d requests", slow.inFlight())
+}
+
+// After the 24 h Idempotency-Key window (the Redis entry gone, the decision
+// older than a day) a repeat of a create answers without the secret: it is
+// shown once. Within the window (e.g. after an undecided 503) it is shown.
+func TestWebhookSecretNotShownAfterIdempotencyWindow(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc))
+	body := []byte(`{"url":"` + rc.url("/x") + `","topics":["order.created"]}`)
+	post := func() (int, []byte) {
+		req, _ := newJSONRequest(d.client, "/v1/me/webhooks", body)
+		req.Header.Set("Idempotency-Key", "k-secret-1")
+		r := doRaw(t, req)
+		return r.Status, r.Body
+	}
+	s1, b1 := post()
+	if s1 != 201 {
+		t.Fatalf("%d %s", s1, b1)
+	}
+	forget := func() {
+		keys, _ := d.app.Redis.Keys(context.Background(), d.cfg.RedisPrefix+"idem:*").Result()
+		for _, k := range keys {
+			d.app.Redis.Del(context.Background(), k)
+		}
+	}
+	forget()
+	var first struct{ Secret string }
+	_ = json.Unmarshal(b1, &first)
+	if s, b := post(); s != 201 || !strings.Contains(string(b), first.Secret) {
+		t.Fatalf("repeat within the window: %d %s", s, b)
+	}
+	forget()
+	if _, err := d.app.Pool.Exec(context.Background(), `UPDATE webhook_decisions SET decided_at = now() - interval '25 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	s2, b2 := post()
+	var w struct{ Secret string }
+	_ = json.Unmarshal(b2, &w)
+	if s2 != 201 || w.Secret != "" {
+		t.Fatalf("repeat after the window (status %d): %s", s2, b2)
+	}
+}
