@@ -27,9 +27,14 @@ import (
 // partitions over the instances.
 const SenderGroup = "delivery.sender"
 
-// MaxQueuedPerEndpoint is how many tasks of one endpoint may wait in
-// memory; more are deferred to the first retry tier.
-const MaxQueuedPerEndpoint = 256
+// MaxQueuedPerEndpoint and SlowDrain bound what one endpoint may hold in
+// memory: when more than MaxQueuedPerEndpoint of its tasks wait and, at its
+// pace, they would take longer than SlowDrain, the rest are deferred to the
+// first retry tier. A fast endpoint's backlog is simply worked.
+const (
+	MaxQueuedPerEndpoint = 256
+	SlowDrain            = 10 * time.Second
+)
 
 // MaxAttempts is how many attempts a delivery run has.
 const MaxAttempts = 7
@@ -126,6 +131,14 @@ type job struct {
 type endpoint struct {
 	queue   []job
 	running int
+	latency time.Duration // moving average of its attempts
+}
+
+// backlogged reports whether the endpoint's waiting tasks would take longer
+// than SlowDrain to work at its pace: then more of them are deferred.
+func (e *endpoint) backlogged(perEndpoint int) bool {
+	return len(e.queue) >= MaxQueuedPerEndpoint &&
+		e.latency*time.Duration(len(e.queue))/time.Duration(perEndpoint) > SlowDrain
 }
 
 // session is one group membership.
@@ -438,10 +451,10 @@ func (ss *session) dispatch(j job) {
 		e = &endpoint{}
 		ss.ends[j.task.WebhookID] = e
 	}
-	if len(e.queue) >= MaxQueuedPerEndpoint {
+	if e.backlogged(ss.s.PerEndpoint) {
 		j.part.inflight++
 		ss.wg.Add(1)
-		go ss.deferJob(j)
+		go ss.deferJobs([]job{j})
 		return
 	}
 	e.queue = append(e.queue, j)
@@ -489,7 +502,25 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 			<-first
 		}
 
-		err := ss.s.attempt(ss.ctx, j)
+		took, err := ss.s.attempt(ss.ctx, j)
+		ss.mu.Lock()
+		switch {
+		case took == 0: // no request made
+		case e.latency == 0:
+			e.latency = took
+		default:
+			e.latency = (4*e.latency + took) / 5
+		}
+		if e.backlogged(ss.s.PerEndpoint) {
+			extra := e.queue[MaxQueuedPerEndpoint:]
+			e.queue = e.queue[:MaxQueuedPerEndpoint:MaxQueuedPerEndpoint]
+			for _, x := range extra {
+				x.part.inflight++
+			}
+			ss.wg.Add(1)
+			go ss.deferJobs(extra)
+		}
+		ss.mu.Unlock()
 		if !busy {
 			ss.mu.Lock()
 			delete(ss.running, key)
@@ -515,22 +546,34 @@ func (ss *session) done(j job, err error) {
 	}
 }
 
-// deferJob moves a task of an endpoint with too much waiting in memory to
-// the first retry tier, attempt unchanged: its backlog then waits in Kafka,
-// not in this process, and other endpoints keep flowing.
-func (ss *session) deferJob(j job) {
+// deferJobs moves tasks of a backlogged endpoint to the first retry tier,
+// attempts unchanged: its backlog then waits in Kafka, not in this
+// process's buffer, and other endpoints keep flowing.
+func (ss *session) deferJobs(jobs []job) {
 	defer ss.wg.Done()
-	t := j.task
-	t.DueAt = ss.s.now().UTC().Add(ss.s.Delays[0])
-	rec, err := TaskRecord(schemas.WebhookRetryTiers[0], t)
-	if err == nil {
-		err = ss.s.record(ss.ctx, rec)
+	due := ss.s.now().UTC().Add(ss.s.Delays[0])
+	recs := make([]*kgo.Record, 0, len(jobs))
+	var err error
+	for _, j := range jobs {
+		t := j.task
+		t.DueAt = due
+		var rec *kgo.Record
+		if rec, err = TaskRecord(schemas.WebhookRetryTiers[0], t); err != nil {
+			break
+		}
+		recs = append(recs, rec)
 	}
 	if err == nil {
-		ss.s.Marks.Mark(context.WithoutCancel(ss.ctx), j.tp.topic, j.tp.partition, j.offset, nil) // not the task: it comes back
-		ss.s.Metrics.outcome("deferred")
+		err = ss.s.record(ss.ctx, recs...)
 	}
-	ss.done(j, err)
+	for _, j := range jobs {
+		if err == nil {
+			// The offset only: the task itself comes back to be attempted.
+			ss.s.Marks.Mark(context.WithoutCancel(ss.ctx), j.tp.topic, j.tp.partition, j.offset, nil)
+			ss.s.Metrics.outcome("deferred")
+		}
+		ss.done(j, err)
+	}
 }
 
 func (ss *session) finishLocked(st *part, offset int64) {
@@ -541,18 +584,18 @@ func (ss *session) finishLocked(st *part, offset int64) {
 // attempt makes one attempt of t and records its outcome: the result event
 // and, after a failure, the task of the next attempt (or the DLQ). It
 // returns an error only when the outcome could not be recorded before ctx
-// ended.
-func (s *Sender) attempt(ctx context.Context, j job) error {
+// ended; took is how long the endpoint took to answer (0: no request).
+func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err error) {
 	t := j.task
 	if s.Marks.Done(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t) {
-		return nil // worked before (a crash, a rebalance, a repeated task): its outcome is on the log
+		return 0, nil // worked before (a crash, a rebalance, a repeated task): its outcome is on the log
 	}
 	hook, err := s.hook(ctx, t)
 	for err != nil {
 		s.Log.Warn("loading webhook failed; retrying", "webhook", t.WebhookID, "err", err)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(time.Second):
 		}
 		hook, err = s.hook(ctx, t)
@@ -564,13 +607,15 @@ func (s *Sender) attempt(ctx context.Context, j job) error {
 	disable := false
 	switch {
 	case hook == nil:
-		return nil // deleted: its log goes with it
+		return 0, nil // deleted: its log goes with it
 	case !hook.IsActive || hook.Gen != t.Gen:
 		res.Status = schemas.DeliveryCancelled
 		res.Error = ptr("webhook_disabled")
 		s.Metrics.outcome("cancelled")
 	default:
+		start := time.Now()
 		code, failure := s.send(ctx, hook, t)
+		took = time.Since(start)
 		res.Attempted = true
 		res.At = s.now().UTC()
 		if code > 0 {
@@ -585,7 +630,7 @@ func (s *Sender) attempt(ctx context.Context, j job) error {
 			res.Status, res.Error = schemas.DeliveryFailed, &failure
 			rec, err := TaskRecord(schemas.TopicWebhookDLQ, t)
 			if err != nil {
-				return err
+				return took, err
 			}
 			recs = append(recs, rec)
 			disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit
@@ -598,7 +643,7 @@ func (s *Sender) attempt(ctx context.Context, j job) error {
 			res.NextRetryAt = &next.DueAt
 			rec, err := TaskRecord(schemas.WebhookRetryTiers[t.Attempt-1], next)
 			if err != nil {
-				return err
+				return took, err
 			}
 			recs = append(recs, rec)
 			s.Metrics.outcome("retry")
@@ -606,12 +651,12 @@ func (s *Sender) attempt(ctx context.Context, j job) error {
 	}
 	value, err := json.Marshal(res)
 	if err != nil {
-		return err
+		return took, err
 	}
 	recs = append(recs, &kgo.Record{Topic: schemas.TopicWebhookAttempts, Key: []byte(t.WebhookID.String()), Value: value,
 		Headers: []kgo.RecordHeader{{Key: "status", Value: []byte(res.Status)}}})
 	if err := s.record(ctx, recs...); err != nil {
-		return err
+		return took, err
 	}
 	rctx := context.WithoutCancel(ctx)
 	s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, &t)
@@ -623,7 +668,7 @@ func (s *Sender) attempt(ctx context.Context, j job) error {
 			s.Metrics.autoDisabled()
 		}
 	}
-	return nil
+	return took, nil
 }
 
 // record puts an attempt's outcome on the log, retrying until it is there.
