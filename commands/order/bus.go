@@ -74,13 +74,8 @@ func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decisi
 
 // Await waits for the decision of an already sent command.
 func (b *Bus) Await(ctx context.Context, commandID uuid.UUID, wait time.Duration) (Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	var dec Decision
-	err := b.Notify.Wait(ctx, NotifyDecided, commandID.String(), 250*time.Millisecond, func(ctx context.Context) (bool, error) {
-		d, ok, err := LoadDecision(ctx, b.Pool, commandID)
-		dec = d
-		return ok, err
+	dec, err := pgnotify.Await(ctx, b.Notify, NotifyDecided, commandID.String(), wait, func(ctx context.Context) (Decision, bool, error) {
+		return LoadDecision(ctx, b.Pool, commandID)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Decision{}, ErrUndecided

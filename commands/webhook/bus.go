@@ -53,13 +53,8 @@ func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decisi
 	if err := Send(ctx, b.Producer, c); err != nil {
 		return Decision{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	var dec Decision
-	err := b.Notify.Wait(ctx, NotifyDecided, c.ID.String(), 250*time.Millisecond, func(ctx context.Context) (bool, error) {
-		d, ok, err := LoadDecision(ctx, b.Pool, c.ID)
-		dec = d
-		return ok, err
+	dec, err := pgnotify.Await(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, func(ctx context.Context) (Decision, bool, error) {
+		return LoadDecision(ctx, b.Pool, c.ID)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Decision{}, ErrUndecided

@@ -142,3 +142,19 @@ func (l *Listener) Wait(ctx context.Context, channel, payload string, poll time.
 		}
 	}
 }
+
+// Await waits up to wait for load to find a value (a decision), woken by
+// notifications on channel with payload and every 250 ms. It returns
+// context.DeadlineExceeded when the wait ends first.
+func Await[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
+	load func(context.Context) (T, bool, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var out T
+	err := l.Wait(ctx, channel, payload, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		v, ok, err := load(ctx)
+		out = v
+		return ok, err
+	})
+	return out, err
+}
