@@ -33,8 +33,6 @@ type Consumer struct {
 	// IdleCheck is how often an idle consumer looks for a rewind of its
 	// stored offsets (podctl replay); default 2s.
 	IdleCheck time.Duration
-	// ClientOpts are extra kgo options.
-	ClientOpts []kgo.Opt
 	// SessionOpts, when set, gives options for each new client: the loop
 	// makes a fresh client per group session (after a rewind, an error),
 	// and hooks that keep per-client state (kprom) must not be shared
@@ -127,7 +125,6 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			return assigned, nil
 		}),
 	}
-	opts = append(opts, c.ClientOpts...)
 	if c.SessionOpts != nil {
 		opts = append(opts, c.SessionOpts()...)
 	}
@@ -241,14 +238,14 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		// Make sure the partition's offset row exists, then lock it: two
 		// members (one a zombie) can never both pass this point with the same
 		// stored offset, even for a partition seen for the first time.
-		if _, err := tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
-			VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING`, c.Name, k.topic, k.partition); err != nil {
-			return nil, fmt.Errorf("create offset %s/%d: %w", k.topic, k.partition, err)
-		}
 		var stored int64
-		if err := tx.QueryRow(ctx, `SELECT next_offset FROM consumer_offsets
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
+			VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING`, c.Name, k.topic, k.partition)
+		b.Queue(`SELECT next_offset FROM consumer_offsets
 			WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
-			c.Name, k.topic, k.partition).Scan(&stored); err != nil {
+			c.Name, k.topic, k.partition).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("lock offset %s/%d: %w", k.topic, k.partition, err)
 		}
 		part := byTP[k]
