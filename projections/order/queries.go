@@ -33,11 +33,7 @@ type Order struct {
 	CreatedVia    string          `json:"created_via"`
 
 	queuedAt time.Time
-	version  int
 }
-
-// Version is the number of the order's events the read model holds.
-func (o Order) Version() int { return o.version }
 
 // Detail is GET /v1/orders/pod/{id}.
 type Detail struct {
@@ -115,11 +111,11 @@ type Filter struct {
 type Queries struct{ Pool *pgxpool.Pool }
 
 const orderColumns = `order_id, reference_id, store_id, status, duplicate, addon_service, pricing, created_at,
-	updated_at, created_via, queued_at, version`
+	updated_at, created_via, queued_at`
 
 func scanOrder(row pgx.Row, o *Order, extra ...any) error {
 	return row.Scan(append([]any{&o.OrderID, &o.ReferenceID, &o.StoreID, &o.Status, &o.Duplicate, &o.AddonService,
-		&o.Pricing, &o.CreatedAt, &o.UpdatedAt, &o.CreatedVia, &o.queuedAt, &o.version}, extra...)...)
+		&o.Pricing, &o.CreatedAt, &o.UpdatedAt, &o.CreatedVia, &o.queuedAt}, extra...)...)
 }
 
 // List returns the account's orders, newest first, and whether more follow.
@@ -144,7 +140,10 @@ func (q Queries) List(ctx context.Context, account uuid.UUID, f Filter) ([]Order
 		where = append(where, fmt.Sprintf("(created_at, order_id) < ($%d, $%d)", len(args)-1, len(args)))
 	}
 	args = append(args, f.Limit+1)
-	rows, err := q.Pool.Query(ctx, `SELECT `+orderColumns+` FROM orders WHERE `+strings.Join(where, " AND ")+
+	rows, err := q.Pool.Query(ctx, `SELECT `+orderColumns+`, CASE WHEN o.status = 'PENDING' THEN
+		(SELECT count(*) FROM orders p WHERE p.store_id = o.store_id AND p.status = 'PENDING'
+		AND (p.queued_at, p.order_id) <= (o.queued_at, o.order_id)) END
+		FROM orders o WHERE `+strings.Join(where, " AND ")+
 		fmt.Sprintf(` ORDER BY created_at DESC, order_id DESC LIMIT $%d`, len(args)), args...)
 	if err != nil {
 		return nil, false, err
@@ -152,7 +151,7 @@ func (q Queries) List(ctx context.Context, account uuid.UUID, f Filter) ([]Order
 	var out []Order
 	for rows.Next() {
 		var o Order
-		if err := scanOrder(rows, &o); err != nil {
+		if err := scanOrder(rows, &o, &o.QueuePosition); err != nil {
 			rows.Close()
 			return nil, false, err
 		}
@@ -164,11 +163,6 @@ func (q Queries) List(ctx context.Context, account uuid.UUID, f Filter) ([]Order
 	more := len(out) > f.Limit
 	if more {
 		out = out[:f.Limit]
-	}
-	for i := range out {
-		if err := q.fillQueue(ctx, &out[i]); err != nil {
-			return nil, false, err
-		}
 	}
 	return out, more, nil
 }
