@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/pgnotify"
-	orderrm "github.com/printpod/pod/projections/order"
 )
 
 // MaxBatchOrders is the most orders one batch holds. A batch body is bound
@@ -268,19 +267,18 @@ func (w *BatchWorker) round(ctx context.Context) (int, error) {
 
 func (w *BatchWorker) work(ctx context.Context, t *batchTask) {
 	item := uuid.NewSHA1(t.batch, fmt.Appendf(nil, "item/%d", t.idx))
-	status, body := w.Orders.create(ctx, order.CreateInput{AccountID: t.account, Body: t.body, Via: "api",
+	created, _, err := w.Orders.createProjected(ctx, order.CreateInput{AccountID: t.account, Body: t.body, Via: "api",
 		CommandID: item, DefaultReference: "batch-" + item.String()})
-	if status >= 500 {
+	if err == nil {
+		t.status, t.orderID = fiber.StatusCreated, &created.OrderID
+		return
+	}
+	e := orderError(err)
+	if e.Status >= 500 {
 		// Not decided (a dependency away): the item is worked again later.
-		w.Log.Warn("batch item not decided; will retry", "batch", t.batch, "index", t.idx, "status", status)
+		w.Log.Warn("batch item not decided; will retry", "batch", t.batch, "index", t.idx, "status", e.Status)
 		return
 	}
-	t.status = status
-	if e, ok := body.(*Error); ok {
-		t.result, _ = marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
-		return
-	}
-	if o, ok := body.(orderrm.Order); ok {
-		t.orderID = &o.OrderID
-	}
+	t.status = e.Status
+	t.result, _ = marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
 }

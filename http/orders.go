@@ -38,12 +38,12 @@ var statuses = []string{schemas.StatusPending, schemas.StatusProcessing, schemas
 // Both the POST handler and the batch worker use it, so a batch item's
 // result is exactly what a single create would have answered.
 func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
-	created, err := o.Creator.Create(ctx, in)
+	created, projected, err := o.createProjected(ctx, in)
 	if err != nil {
 		e := orderError(err)
 		return e.Status, e
 	}
-	if err := o.awaitProjection(ctx, created.OrderID, created.Decision.Version); err != nil {
+	if !projected {
 		// The order exists (decided and durable); only the read model lags.
 		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
 	}
@@ -58,13 +58,22 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 	return fiber.StatusCreated, res
 }
 
+// createProjected creates an order and waits (bounded) for the read model
+// to hold it; projected reports whether it does.
+func (o *Orders) createProjected(ctx context.Context, in order.CreateInput) (order.Created, bool, error) {
+	created, err := o.Creator.Create(ctx, in)
+	if err != nil {
+		return order.Created{}, false, err
+	}
+	return created, o.awaitProjection(ctx, created.OrderID, created.Decision.Version) == nil, nil
+}
+
 // createdFromDraft is the 201 body built without the read model (when it
 // lags): timestamps come from the decider's state.
 func (o *Orders) createdFromDraft(ctx context.Context, account uuid.UUID, c order.Created) orderrm.Order {
 	d := c.Draft
-	pricing, _ := marshalJSON(d.Pricing)
 	res := orderrm.Order{OrderID: c.OrderID, ReferenceID: d.ReferenceID, StoreID: d.StoreID, Status: schemas.StatusPending,
-		Duplicate: c.Details.Duplicate, AddonService: d.AddonService, Pricing: pricing, CreatedVia: c.Details.CreatedVia}
+		Duplicate: c.Details.Duplicate, AddonService: d.AddonService, Pricing: c.Details.Pricing, CreatedVia: c.Details.CreatedVia}
 	if st, ok, err := order.LoadState(ctx, o.Bus.Pool, account, c.OrderID); err == nil && ok {
 		res.CreatedAt, res.UpdatedAt = st.Order.CreatedAt, st.Order.CreatedAt
 	}
