@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	configrm "github.com/printpod/pod/projections/config"
 	"github.com/shopspring/decimal"
 )
 
@@ -74,6 +76,7 @@ func (c *RatesCache) Get(ctx context.Context) (Rates, error) {
 
 // LoadRates reads the shipping, side, yarn and country tables.
 func LoadRates(ctx context.Context, pool *pgxpool.Pool) (Rates, error) {
+	q := configrm.Queries{Pool: pool}
 	r := Rates{
 		Shipping:       map[string]map[string]ShippingRate{},
 		Sides:          map[string]map[string]decimal.Decimal{},
@@ -81,44 +84,43 @@ func LoadRates(ctx context.Context, pool *pgxpool.Pool) (Rates, error) {
 		Countries:      map[string]bool{},
 		OrderAddonFees: map[string]decimal.Decimal{},
 	}
-	var cat, code, a, b string
-	load := func(sql string, dest []any, each func() error) error {
-		rows, err := pool.Query(ctx, sql)
-		if err != nil {
-			return fmt.Errorf("load rates: %w", err)
+	put := func(m map[string]map[string]decimal.Decimal, cat, code string, v json.Number) {
+		if m[cat] == nil {
+			m[cat] = map[string]decimal.Decimal{}
 		}
-		if _, err := pgx.ForEachRow(rows, dest, each); err != nil {
-			return fmt.Errorf("load rates: %w", err)
+		m[cat][code] = decimal.RequireFromString(string(v))
+	}
+	shipping, err := q.ShippingRates(ctx)
+	if err != nil {
+		return Rates{}, err
+	}
+	for _, s := range shipping {
+		if r.Shipping[s.Category] == nil {
+			r.Shipping[s.Category] = map[string]ShippingRate{}
 		}
-		return nil
+		r.Shipping[s.Category][s.ServiceType] = ShippingRate{Base: decimal.RequireFromString(string(s.BaseRate)),
+			Additional: decimal.RequireFromString(string(s.AdditionalRate))}
 	}
-	put := func(m map[string]map[string]decimal.Decimal) func() error {
-		return func() error {
-			if m[cat] == nil {
-				m[cat] = map[string]decimal.Decimal{}
-			}
-			m[cat][code] = decimal.RequireFromString(a)
-			return nil
-		}
-	}
-	if err := load(`SELECT category, service_type, base_rate::text, additional_rate::text FROM shipping_rates`,
-		[]any{&cat, &code, &a, &b}, func() error {
-			if r.Shipping[cat] == nil {
-				r.Shipping[cat] = map[string]ShippingRate{}
-			}
-			r.Shipping[cat][code] = ShippingRate{Base: decimal.RequireFromString(a), Additional: decimal.RequireFromString(b)}
-			return nil
-		}); err != nil {
+	sides, err := q.PricingSides(ctx)
+	if err != nil {
 		return Rates{}, err
 	}
-	if err := load(`SELECT category, side_code, surcharge::text FROM pricing_sides`, []any{&cat, &code, &a}, put(r.Sides)); err != nil {
+	for _, s := range sides {
+		put(r.Sides, s.Category, s.SideCode, s.Surcharge)
+	}
+	yarn, err := q.YarnTypes(ctx)
+	if err != nil {
 		return Rates{}, err
 	}
-	if err := load(`SELECT category, type_code, extra_cost::text FROM yarn_types`, []any{&cat, &code, &a}, put(r.Yarn)); err != nil {
+	for _, y := range yarn {
+		put(r.Yarn, y.Category, y.TypeCode, y.ExtraCost)
+	}
+	countries, err := q.CountryCodes(ctx)
+	if err != nil {
 		return Rates{}, err
 	}
-	if err := load(`SELECT code FROM country_codes`, []any{&code}, func() error { r.Countries[code] = true; return nil }); err != nil {
-		return Rates{}, err
+	for _, c := range countries {
+		r.Countries[c.Code] = true
 	}
 	return r, nil
 }
