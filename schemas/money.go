@@ -13,12 +13,8 @@ type Money struct{ decimal.Decimal }
 // NewMoney rounds d half-up to two decimals.
 func NewMoney(d decimal.Decimal) Money { return Money{d.Round(2)} }
 
-// MustMoney parses a decimal string; it panics on a malformed literal and is
-// meant for constants.
-func MustMoney(s string) Money { return NewMoney(decimal.RequireFromString(s)) }
-
 // MarshalJSON writes the amount as a JSON number with exactly two decimals.
-func (m Money) MarshalJSON() ([]byte, error) { return []byte(m.Round(2).StringFixed(2)), nil }
+func (m Money) MarshalJSON() ([]byte, error) { return []byte(m.StringFixed(2)), nil }
 
 // UnmarshalJSON reads a JSON number or a decimal string.
 func (m *Money) UnmarshalJSON(b []byte) error {

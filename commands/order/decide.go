@@ -141,11 +141,7 @@ func Decide(s State, c Command, now time.Time) ([]schemas.Event, error) {
 		if s.Status != schemas.StatusPending && s.Status != schemas.StatusFailed {
 			return reject(ErrInvalidState, "cancel")
 		}
-		ref := s.Order
-		ref.ClientStatus, ref.UpdatedAt = ptr(schemas.StatusCancelled), now
-		prev, _ := json.Marshal(map[string]string{"status": s.Status})
-		ev, err := event(c, 0, schemas.TypeOrderCancelled, now, schemas.OrderEventData{Order: ref, Tracking: s.Tracking, Previous: prev})
-		return one(ev, err)
+		return transition(s, c, schemas.TypeOrderCancelled, schemas.StatusCancelled, now, nil)
 	case KindFulfillment:
 		return decideFulfillment(s, c, now)
 	}
@@ -222,10 +218,14 @@ func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, erro
 }
 
 func statusChange(s State, c Command, to string, now time.Time, push *schemas.PushAttempt) ([]schemas.Event, error) {
+	return transition(s, c, schemas.TypeOrderStatusUpdated, to, now, push)
+}
+
+func transition(s State, c Command, typ, to string, now time.Time, push *schemas.PushAttempt) ([]schemas.Event, error) {
 	ref := s.Order
 	ref.ClientStatus, ref.UpdatedAt = ptr(to), now
 	prev, _ := json.Marshal(map[string]string{"status": s.Status})
-	ev, err := event(c, 0, schemas.TypeOrderStatusUpdated, now, schemas.OrderEventData{Order: ref, Tracking: s.Tracking, Previous: prev, Push: push})
+	ev, err := event(c, 0, typ, now, schemas.OrderEventData{Order: ref, Tracking: s.Tracking, Previous: prev, Push: push})
 	return one(ev, err)
 }
 

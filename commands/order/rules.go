@@ -1,6 +1,7 @@
 package order
 
 import (
+	"github.com/printpod/pod/commands/catalog"
 	"slices"
 
 	"github.com/shopspring/decimal"
@@ -45,7 +46,7 @@ const (
 
 // addonAvailable reports whether line add-ons can be used for a variant.
 func addonAvailable(category string, requiresYarn []string) bool {
-	if category == "tote" || category == "cap" || category == "hat" {
+	if category == "tote" || catalog.IsCapOrHat(category) {
 		return false
 	}
 	return len(requiresYarn) == 0

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/printpod/pod/commands/catalog"
 	"net/mail"
 	"net/url"
 	"slices"
@@ -305,7 +306,7 @@ func validateLine(p string, l LineRequest, variants map[uuid.UUID]Variant, rates
 	}
 	if l.NumberOfPets != nil {
 		limit := maxPets
-		if v.Category == "cap" || v.Category == "hat" {
+		if catalog.IsCapOrHat(v.Category) {
 			limit = maxPets2
 		}
 		if *l.NumberOfPets < 1 || *l.NumberOfPets > limit {
