@@ -14,8 +14,6 @@ import (
 
 // Hook is what the sender needs of a webhook, secrets opened.
 type Hook struct {
-	ID             uuid.UUID
-	AccountID      uuid.UUID
 	URL            string
 	IsActive       bool
 	Gen            int
@@ -40,20 +38,16 @@ type cached struct {
 	at   time.Time
 }
 
-// Get returns the webhook, or nil when it does not exist (deleted).
-func (h *Hooks) Get(ctx context.Context, id uuid.UUID) (*Hook, error) {
+// Get returns the webhook, or nil when it does not exist (deleted). A
+// cached copy older than generation gen (the task was made after a
+// re-activation the cache has not seen) is read again.
+func (h *Hooks) Get(ctx context.Context, id uuid.UUID, gen int) (*Hook, error) {
 	h.mu.Lock()
-	if c, ok := h.cache[id]; ok && time.Since(c.at) < h.TTL {
+	if c, ok := h.cache[id]; ok && time.Since(c.at) < h.TTL && (c.hook == nil || c.hook.Gen >= gen) {
 		h.mu.Unlock()
 		return c.hook, nil
 	}
 	h.mu.Unlock()
-	return h.Fresh(ctx, id)
-}
-
-// Fresh reads the webhook from the database, bypassing (and refreshing)
-// the cache.
-func (h *Hooks) Fresh(ctx context.Context, id uuid.UUID) (*Hook, error) {
 	hook, err := h.load(ctx, id)
 	if err != nil {
 		return nil, err
@@ -72,8 +66,8 @@ func (h *Hooks) load(ctx context.Context, id uuid.UUID) (*Hook, error) {
 	var secret string
 	var prev *string
 	var prevUntil *time.Time
-	err := h.Pool.QueryRow(ctx, `SELECT id, account_id, url, is_active, gen, secret, previous_secret, previous_secret_until
-		FROM webhooks WHERE id = $1`, id).Scan(&hook.ID, &hook.AccountID, &hook.URL, &hook.IsActive, &hook.Gen, &secret, &prev, &prevUntil)
+	err := h.Pool.QueryRow(ctx, `SELECT url, is_active, gen, secret, previous_secret, previous_secret_until
+		FROM webhooks WHERE id = $1`, id).Scan(&hook.URL, &hook.IsActive, &hook.Gen, &secret, &prev, &prevUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

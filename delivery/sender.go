@@ -251,16 +251,8 @@ func (ss *session) release(ctx context.Context, m map[string][]int32, commit boo
 		time.Sleep(20 * time.Millisecond)
 	}
 	if commit {
-		offs := map[string]map[int32]kgo.EpochOffset{}
 		ss.mu.Lock()
-		for _, k := range gone {
-			if off, ok := ss.watermark(ss.parts[k]); ok {
-				if offs[k.topic] == nil {
-					offs[k.topic] = map[int32]kgo.EpochOffset{}
-				}
-				offs[k.topic][k.partition] = off
-			}
-		}
+		offs := ss.watermarks(gone)
 		ss.mu.Unlock()
 		if len(offs) > 0 {
 			ss.commit(offs)
@@ -301,6 +293,20 @@ func (ss *session) watermark(st *part) (kgo.EpochOffset, bool) {
 	return kgo.EpochOffset{Epoch: st.epoch, Offset: low}, true
 }
 
+// watermarks are the offsets to commit for keys; called with mu held.
+func (ss *session) watermarks(keys []tp) map[string]map[int32]kgo.EpochOffset {
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	for _, k := range keys {
+		if off, ok := ss.watermark(ss.parts[k]); ok {
+			if offs[k.topic] == nil {
+				offs[k.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offs[k.topic][k.partition] = off
+		}
+	}
+	return offs
+}
+
 func (ss *session) commitLoop(done <-chan struct{}) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -310,19 +316,14 @@ func (ss *session) commitLoop(done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		offs := map[string]map[int32]kgo.EpochOffset{}
 		ss.mu.Lock()
+		var live []tp
 		for k, st := range ss.parts {
-			if st.revoked {
-				continue
-			}
-			if off, ok := ss.watermark(st); ok {
-				if offs[k.topic] == nil {
-					offs[k.topic] = map[int32]kgo.EpochOffset{}
-				}
-				offs[k.topic][k.partition] = off
+			if !st.revoked {
+				live = append(live, k)
 			}
 		}
+		offs := ss.watermarks(live)
 		ss.mu.Unlock()
 		if len(offs) == 0 {
 			continue
@@ -520,11 +521,11 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 			ss.wg.Add(1)
 			go ss.deferJobs(extra)
 		}
+		if !busy {
+			delete(ss.running, key)
+		}
 		ss.mu.Unlock()
 		if !busy {
-			ss.mu.Lock()
-			delete(ss.running, key)
-			ss.mu.Unlock()
 			close(mine)
 		}
 		<-ss.reqs
@@ -566,10 +567,12 @@ func (ss *session) deferJobs(jobs []job) {
 	if err == nil {
 		err = ss.s.record(ss.ctx, recs...)
 	}
+	if err == nil {
+		// The offsets only: the tasks themselves come back to be attempted.
+		ss.s.Marks.MarkOffsets(context.WithoutCancel(ss.ctx), jobs)
+	}
 	for _, j := range jobs {
 		if err == nil {
-			// The offset only: the task itself comes back to be attempted.
-			ss.s.Marks.Mark(context.WithoutCancel(ss.ctx), j.tp.topic, j.tp.partition, j.offset, nil)
 			ss.s.Metrics.outcome("deferred")
 		}
 		ss.done(j, err)
@@ -590,15 +593,17 @@ func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err er
 	if s.Marks.Done(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t) {
 		return 0, nil // worked before (a crash, a rebalance, a repeated task): its outcome is on the log
 	}
-	hook, err := s.hook(ctx, t)
-	for err != nil {
-		s.Log.Warn("loading webhook failed; retrying", "webhook", t.WebhookID, "err", err)
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(time.Second):
+	var hook *Hook
+	if err := retry.Do(ctx, retry.NewConstant(time.Second), func(ctx context.Context) error {
+		h, err := s.Hooks.Get(ctx, t.WebhookID, t.Gen)
+		if err != nil {
+			s.Log.Warn("loading webhook failed; retrying", "webhook", t.WebhookID, "err", err)
+			return retry.RetryableError(err)
 		}
-		hook, err = s.hook(ctx, t)
+		hook = h
+		return nil
+	}); err != nil {
+		return 0, err
 	}
 	now := s.now().UTC()
 	res := schemas.AttemptResult{DeliveryID: t.DeliveryID, WebhookID: t.WebhookID, AccountID: t.AccountID, EventID: t.EventID,
@@ -616,6 +621,7 @@ func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err er
 		start := time.Now()
 		code, failure := s.send(ctx, hook, t)
 		took = time.Since(start)
+		s.Metrics.observeAttempt(took)
 		res.Attempted = true
 		res.At = s.now().UTC()
 		if code > 0 {
@@ -697,21 +703,9 @@ func (s *Sender) record(ctx context.Context, recs ...*kgo.Record) error {
 	}
 }
 
-// hook reads the task's webhook, from the cache unless the cached copy
-// would cancel or drop the task (it may predate a re-activation).
-func (s *Sender) hook(ctx context.Context, t schemas.DeliveryTask) (*Hook, error) {
-	h, err := s.Hooks.Get(ctx, t.WebhookID)
-	if err != nil || (h != nil && h.IsActive && h.Gen == t.Gen) {
-		return h, err
-	}
-	return s.Hooks.Fresh(ctx, t.WebhookID)
-}
-
 // send makes the HTTP request; failure is "" on a 2xx, else a short
 // description (never containing the URL or a secret).
 func (s *Sender) send(ctx context.Context, hook *Hook, t schemas.DeliveryTask) (code int, failure string) {
-	start := time.Now()
-	defer func() { s.Metrics.observeAttempt(time.Since(start)) }()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(t.Payload))

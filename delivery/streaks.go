@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -49,15 +48,6 @@ func (s *Streaks) Reset(ctx context.Context, id uuid.UUID, gen int) {
 	if err := s.Redis.Del(ctx, s.key(id, gen)).Err(); err != nil {
 		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", id, "err", err)
 	}
-}
-
-// Count reads the streak of the webhook's generation.
-func (s *Streaks) Count(ctx context.Context, id uuid.UUID, gen int) (int, error) {
-	n, err := s.Redis.Get(ctx, s.key(id, gen)).Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	return n, err
 }
 
 // Counts reads the streaks of several webhooks at once (by position).
@@ -122,6 +112,15 @@ func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, off
 	pipe.ZAdd(ctx, m.key(topic, partition), redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)})
 	if task != nil {
 		pipe.Set(ctx, m.idKey(*task), 1, IDTTL)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// MarkOffsets records, in one round trip, that the jobs' records were worked.
+func (m *DoneMarks) MarkOffsets(ctx context.Context, jobs []job) {
+	pipe := m.Redis.Pipeline()
+	for _, j := range jobs {
+		pipe.ZAdd(ctx, m.key(j.tp.topic, j.tp.partition), redis.Z{Score: float64(j.offset), Member: strconv.FormatInt(j.offset, 10)})
 	}
 	_, _ = pipe.Exec(ctx)
 }

@@ -422,17 +422,25 @@ func (w *Webhooks) publish(ctx context.Context, t schemas.DeliveryTask) (deliver
 	if err != nil {
 		return rec, err
 	}
+	return rec, w.produceTask(ctx, t, func(ctx context.Context) {
+		_ = w.Deliveries.Forget(ctx, t.DeliveryID)
+	})
+}
+
+// produceTask puts t on the deliveries topic; when it cannot, undo runs
+// and the answer is 503.
+func (w *Webhooks) produceTask(ctx context.Context, t schemas.DeliveryTask, undo func(context.Context)) error {
 	kr, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, t)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := w.Producer.ProduceSync(pctx, kr).FirstErr(); err != nil {
-		_ = w.Deliveries.Forget(context.WithoutCancel(ctx), t.DeliveryID)
-		return rec, Unavailable("the delivery log (Kafka)")
+		undo(context.WithoutCancel(ctx))
+		return Unavailable("the delivery log (Kafka)")
 	}
-	return rec, nil
+	return nil
 }
 
 func (w *Webhooks) test(c *fiber.Ctx) error {
@@ -553,19 +561,14 @@ func (w *Webhooks) resend(c *fiber.Ctx) error {
 		return &Error{Status: fiber.StatusConflict, Code: schemas.CodeInvalidDeliveryState,
 			Message: "the delivery changed meanwhile (resent by another request); read it again"}
 	}
-	kr, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{DeliveryID: rec.ID, WebhookID: h.ID,
+	if err := w.produceTask(ctx, schemas.DeliveryTask{DeliveryID: rec.ID, WebhookID: h.ID,
 		AccountID: h.AccountID, EventID: rec.EventID, Topic: rec.Topic, Gen: h.Gen, Run: rec.Run + 1, Attempt: 1,
-		DueAt: now, CreatedAt: rec.CreatedAt, Payload: rec.Payload})
-	if err != nil {
-		return err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := w.Producer.ProduceSync(pctx, kr).FirstErr(); err != nil {
-		if rerr := w.Deliveries.Unclaim(context.WithoutCancel(ctx), rec); rerr != nil {
+		DueAt: now, CreatedAt: rec.CreatedAt, Payload: rec.Payload}, func(ctx context.Context) {
+		if rerr := w.Deliveries.Unclaim(ctx, rec); rerr != nil {
 			w.Log.Error("resend claim not undone", "delivery", rec.ID, "err", rerr)
 		}
-		return Unavailable("the delivery log (Kafka)")
+	}); err != nil {
+		return err
 	}
 	return c.Status(fiber.StatusAccepted).JSON(claimed)
 }
