@@ -144,8 +144,8 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 				w.ID, w.AccountID, w.URL, w.Description, w.Topics, w.IsActive, w.DisabledReason, w.Gen, w.Secret,
 				w.PreviousSecret, w.PreviousSecretUntil, w.CreatedAt, w.UpdatedAt)
 		} else {
-			delete(hooks, ch.Deleted)
-			batch.Queue(`DELETE FROM webhooks WHERE id = $1`, ch.Deleted)
+			delete(hooks, c.WebhookID)
+			batch.Queue(`DELETE FROM webhooks WHERE id = $1`, c.WebhookID)
 		}
 		ev, err := schemas.NewEventWithID(uuid.NewSHA1(c.ID, []byte("event")), ch.EventType, at, fact)
 		if err != nil {
@@ -174,7 +174,6 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 
 // Decision is the outcome of one webhook command.
 type Decision struct {
-	WebhookID uuid.UUID
 	Code      string // "" when accepted
 	Message   string
 	DecidedAt time.Time
@@ -183,8 +182,8 @@ type Decision struct {
 // LoadDecision reads a command's decision; ok is false while undecided.
 func LoadDecision(ctx context.Context, pool *pgxpool.Pool, commandID uuid.UUID) (d Decision, ok bool, err error) {
 	var code, msg *string
-	err = pool.QueryRow(ctx, `SELECT webhook_id, error_code, error_message, decided_at FROM webhook_decisions WHERE command_id = $1`,
-		commandID).Scan(&d.WebhookID, &code, &msg, &d.DecidedAt)
+	err = pool.QueryRow(ctx, `SELECT error_code, error_message, decided_at FROM webhook_decisions WHERE command_id = $1`,
+		commandID).Scan(&code, &msg, &d.DecidedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Decision{}, false, nil
 	}

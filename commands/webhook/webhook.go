@@ -80,11 +80,10 @@ func (w Webhook) Fact() schemas.WebhookFact {
 		Topics: w.Topics, IsActive: w.IsActive, DisabledReason: w.DisabledReason, Gen: w.Gen, UpdatedAt: w.UpdatedAt}
 }
 
-// Change is what Decide did to one webhook: the new state (nil when
-// deleted) and the event type announcing it ("" when nothing changed).
+// Change is what Decide did to the command's webhook: the new state (nil
+// when deleted) and the event type announcing it ("" when nothing changed).
 type Change struct {
 	Webhook   *Webhook
-	Deleted   uuid.UUID
 	EventType string
 }
 
@@ -115,7 +114,7 @@ func Decide(hooks map[uuid.UUID]*Webhook, c Command, now time.Time) (Change, err
 	nw := *w
 	switch c.Kind {
 	case KindDelete:
-		return Change{Deleted: w.ID, EventType: schemas.TypeWebhookDeleted}, nil
+		return Change{EventType: schemas.TypeWebhookDeleted}, nil
 	case KindRotate:
 		if c.Secret == "" {
 			return Change{}, errors.New("rotate command without secret")

@@ -302,7 +302,7 @@ func TestDeliveryLogSweeper(t *testing.T) {
 	if _, err := d.app.Pool.Exec(ctx, `UPDATE webhook_deliveries SET created_at = now() - interval '31 days' WHERE id = $1`, old.ID); err != nil {
 		t.Fatal(err)
 	}
-	n, err := deliveryrm.Sweep(ctx, d.app.Pool, deliveryrm.Retention)
+	n, err := deliveryrm.Sweep(ctx, d.app.Pool, d.cfg.DeliveryRetention)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep removed %d (%v), want 1", n, err)
 	}

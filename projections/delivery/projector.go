@@ -21,9 +21,6 @@ import (
 // ConsumerName is the projector's consumer group and offsets key.
 const ConsumerName = "projections.deliveries"
 
-// Retention is how long delivery logs are kept.
-const Retention = 30 * 24 * time.Hour
-
 // Projector builds webhook_deliveries. Every write is conditional, so a
 // record applied twice, or records of the three topics met in any order,
 // give the same row.
