@@ -61,24 +61,23 @@ func Send(ctx context.Context, producer *kgo.Client, c Command) error {
 // Decide sends c (unless it was decided already, e.g. a batch item worked a
 // second time) and waits up to wait for its decision.
 func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
-	if d, ok, err := LoadDecision(ctx, b.Pool, c.ID); err != nil {
-		return Decision{}, err
-	} else if ok {
-		return d, nil
+	return b.undecided(pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.loader(c.ID),
+		func(ctx context.Context) error { return Send(ctx, b.Producer, c) }))
+}
+
+func (b *Bus) loader(commandID uuid.UUID) func(context.Context) (Decision, bool, error) {
+	return func(ctx context.Context) (Decision, bool, error) { return LoadDecision(ctx, b.Pool, commandID) }
+}
+
+// undecided turns the end of the wait into ErrUndecided.
+func (b *Bus) undecided(d Decision, err error) (Decision, error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Decision{}, ErrUndecided
 	}
-	if err := Send(ctx, b.Producer, c); err != nil {
-		return Decision{}, err
-	}
-	return b.Await(ctx, c.ID, wait)
+	return d, err
 }
 
 // Await waits for the decision of an already sent command.
 func (b *Bus) Await(ctx context.Context, commandID uuid.UUID, wait time.Duration) (Decision, error) {
-	dec, err := pgnotify.Await(ctx, b.Notify, NotifyDecided, commandID.String(), wait, func(ctx context.Context) (Decision, bool, error) {
-		return LoadDecision(ctx, b.Pool, commandID)
-	})
-	if errors.Is(err, context.DeadlineExceeded) {
-		return Decision{}, ErrUndecided
-	}
-	return dec, err
+	return b.undecided(pgnotify.Await(ctx, b.Notify, NotifyDecided, commandID.String(), wait, b.loader(commandID)))
 }

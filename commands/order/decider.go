@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,6 +24,9 @@ const DeciderName = "order-decider"
 // NotifyDecided is the Postgres channel a decision is announced on (payload:
 // the command id).
 const NotifyDecided = "order_decided"
+
+// Decisions is the decider's decision table.
+var Decisions = pg.Decisions{Table: "order_decisions", Notify: NotifyDecided}
 
 // Decision is the outcome of one command.
 type Decision struct {
@@ -100,20 +104,16 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 	if len(cmds) == 0 {
 		return nil
 	}
-	decided := map[uuid.UUID]bool{}
-	rows, err := tx.Query(ctx, `SELECT command_id FROM order_decisions WHERE command_id = ANY($1)`, cmdIDs)
+	decided, err := Decisions.Decided(ctx, tx, cmdIDs)
 	if err != nil {
-		return fmt.Errorf("load decisions: %w", err)
-	}
-	var id uuid.UUID
-	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { decided[id] = true; return nil }); err != nil {
-		return fmt.Errorf("load decisions: %w", err)
+		return err
 	}
 	orders := map[uuid.UUID]*orderRow{}
-	rows, err = tx.Query(ctx, `SELECT order_id, state, version FROM order_state WHERE order_id = ANY($1) FOR UPDATE`, orderIDs)
+	rows, err := tx.Query(ctx, `SELECT order_id, state, version FROM order_state WHERE order_id = ANY($1) FOR UPDATE`, orderIDs)
 	if err != nil {
 		return fmt.Errorf("load order state: %w", err)
 	}
+	var id uuid.UUID
 	var raw []byte
 	var version int
 	if _, err := pgx.ForEachRow(rows, []any{&id, &raw, &version}, func() error {
@@ -190,9 +190,7 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 			dec.CommandID, dec.OrderID, dec.Code, dec.Message, dec.Status, dec.Version)
 		ids = append(ids, dec.CommandID.String())
 	}
-	if len(ids) > 0 {
-		batch.Queue(`SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id`, NotifyDecided, ids)
-	}
+	Decisions.QueueNotify(batch, ids)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("store decisions: %w", err)
 	}
@@ -323,8 +321,7 @@ func (d *Decider) Relay(ctx context.Context, every time.Duration) {
 		}
 		if time.Since(pruned) > time.Hour {
 			pruned = time.Now()
-			if _, err := d.Pool.Exec(ctx, `DELETE FROM order_decisions WHERE decided_at < now() - $1::interval`,
-				DecisionRetention.String()); err != nil && ctx.Err() == nil {
+			if err := Decisions.Prune(ctx, d.Pool, DecisionRetention); err != nil && ctx.Err() == nil {
 				d.Log.Warn("pruning old decisions failed", "err", err)
 			}
 		}

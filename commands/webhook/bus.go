@@ -45,17 +45,9 @@ func Send(ctx context.Context, producer *kgo.Client, c Command) error {
 // Decide sends c unless it was decided already and waits up to wait for its
 // decision.
 func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
-	if d, ok, err := LoadDecision(ctx, b.Pool, c.ID); err != nil {
-		return Decision{}, err
-	} else if ok {
-		return d, nil
-	}
-	if err := Send(ctx, b.Producer, c); err != nil {
-		return Decision{}, err
-	}
-	dec, err := pgnotify.Await(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, func(ctx context.Context) (Decision, bool, error) {
-		return LoadDecision(ctx, b.Pool, c.ID)
-	})
+	dec, err := pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait,
+		func(ctx context.Context) (Decision, bool, error) { return LoadDecision(ctx, b.Pool, c.ID) },
+		func(ctx context.Context) error { return Send(ctx, b.Producer, c) })
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Decision{}, ErrUndecided
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,6 +23,9 @@ const DeciderName = "webhook-decider"
 // NotifyDecided is the Postgres channel a decision is announced on (payload:
 // the command id).
 const NotifyDecided = "webhook_decided"
+
+// Decisions is the decider's decision table.
+var Decisions = pg.Decisions{Table: "webhook_decisions", Notify: NotifyDecided}
 
 // Decider applies webhook commands. Per batch one transaction holds the
 // consumed offsets, the webhooks' new state and the decisions; the batch's
@@ -67,18 +71,13 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 	if len(cmds) == 0 {
 		return nil
 	}
-	decided := map[uuid.UUID]bool{}
-	rows, err := tx.Query(ctx, `SELECT command_id FROM webhook_decisions WHERE command_id = ANY($1)`, ids)
+	decided, err := Decisions.Decided(ctx, tx, ids)
 	if err != nil {
-		return fmt.Errorf("load decisions: %w", err)
-	}
-	var id uuid.UUID
-	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { decided[id] = true; return nil }); err != nil {
-		return fmt.Errorf("load decisions: %w", err)
+		return err
 	}
 	// Every webhook of the batch's clients, locked: the limit counts them.
 	byAccount := map[uuid.UUID]map[uuid.UUID]*Webhook{}
-	rows, err = tx.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE account_id = ANY($1) FOR UPDATE`, accounts)
+	rows, err := tx.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE account_id = ANY($1) FOR UPDATE`, accounts)
 	if err != nil {
 		return fmt.Errorf("load webhooks: %w", err)
 	}
@@ -158,9 +157,7 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		events = append(events, &kgo.Record{Topic: schemas.TopicWebhookEvents, Key: []byte(c.AccountID.String()), Value: value,
 			Headers: []kgo.RecordHeader{{Key: schemas.HeaderEventType, Value: []byte(ch.EventType)}}})
 	}
-	if len(notify) > 0 {
-		batch.Queue(`SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id`, NotifyDecided, notify)
-	}
+	Decisions.QueueNotify(batch, notify)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("store webhook decisions: %w", err)
 	}
@@ -233,9 +230,3 @@ func List(ctx context.Context, pool *pgxpool.Pool, account uuid.UUID, after *tim
 
 // DecisionRetention is how long decisions are kept for repeats of a command.
 const DecisionRetention = 7 * 24 * time.Hour
-
-// Prune drops decisions older than DecisionRetention.
-func Prune(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, `DELETE FROM webhook_decisions WHERE decided_at < now() - $1::interval`, DecisionRetention.String())
-	return err
-}

@@ -246,7 +246,7 @@ func pruneWebhookDecisions(ctx context.Context, pool *pgxpool.Pool, log *slog.Lo
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		if err := webhook.Prune(ctx, pool); err != nil && ctx.Err() == nil {
+		if err := webhook.Decisions.Prune(ctx, pool, webhook.DecisionRetention); err != nil && ctx.Err() == nil {
 			log.Warn("pruning webhook decisions failed", "err", err)
 		}
 		select {

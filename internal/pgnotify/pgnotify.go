@@ -158,3 +158,18 @@ func Await[T any](ctx context.Context, l *Listener, channel, payload string, wai
 	})
 	return out, err
 }
+
+// Decide is how a request gets the decision of its command: the decision
+// load finds already (a repeated command), or else, after send, the one
+// awaited up to wait (context.DeadlineExceeded when none came).
+func Decide[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
+	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
+	if v, ok, err := load(ctx); err != nil || ok {
+		return v, err
+	}
+	if err := send(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	return Await(ctx, l, channel, payload, wait, load)
+}
