@@ -46,23 +46,19 @@ type clientData struct {
 	Previous json.RawMessage   `json:"previous,omitempty"`
 }
 
-// ClientPayload turns an order event into the envelope webhooks receive:
-// the same id, topic and time, and data {order, tracking, previous?} as the
-// interface defines it (internal fields such as the account are left out).
-func ClientPayload(ev schemas.Event) (json.RawMessage, schemas.OrderRef, error) {
-	var d schemas.OrderEventData
-	if err := ev.Decode(&d); err != nil {
-		return nil, schemas.OrderRef{}, err
-	}
+// clientPayload turns an order event (its data decoded as d) into the
+// envelope webhooks receive: the same id, topic and time, and data {order,
+// tracking, previous?} as the interface defines it (internal fields such as
+// the account are left out).
+func clientPayload(ev schemas.Event, d schemas.OrderEventData) (json.RawMessage, error) {
 	o := d.Order
 	data := clientData{Order: clientOrder{ID: o.ID, ReferenceID: o.ReferenceID, StoreID: o.StoreID, ClientStatus: o.ClientStatus,
 		ShipmentStatus: o.ShipmentStatus, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}, Tracking: d.Tracking, Previous: d.Previous}
 	env, err := schemas.NewEventWithID(ev.ID, ev.Type, ev.OccurredAt, data)
 	if err != nil {
-		return nil, o, err
+		return nil, err
 	}
-	raw, err := json.Marshal(env)
-	return raw, o, err
+	return json.Marshal(env)
 }
 
 // TaskRecord is the record of a delivery task on topic.
@@ -98,9 +94,8 @@ type subscription struct {
 
 func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 	type item struct {
-		ev      schemas.Event
-		payload json.RawMessage
-		account uuid.UUID
+		ev   schemas.Event
+		data schemas.OrderEventData
 	}
 	var items []item
 	var accounts []uuid.UUID
@@ -109,13 +104,15 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) erro
 		if err != nil || !schemas.IsWebhookTopic(ev.Type) {
 			continue
 		}
-		payload, o, err := ClientPayload(ev)
-		if err != nil {
+		var d schemas.OrderEventData
+		if err := ev.Decode(&d); err != nil {
 			f.Log.Error("order event without a readable order; not delivered", "event", ev.ID, "err", err)
 			continue
 		}
-		items = append(items, item{ev: ev, payload: payload, account: o.AccountID})
-		accounts = append(accounts, o.AccountID)
+		items = append(items, item{ev: ev, data: d})
+		if !slices.Contains(accounts, d.Order.AccountID) {
+			accounts = append(accounts, d.Order.AccountID)
+		}
 	}
 	if len(items) == 0 {
 		return nil
@@ -136,13 +133,20 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) erro
 	var out []*kgo.Record
 	now := time.Now().UTC()
 	for _, it := range items {
-		for _, sub := range subs[it.account] {
+		account := it.data.Order.AccountID
+		var payload json.RawMessage // made once, for the first subscriber
+		for _, sub := range subs[account] {
 			if !slices.Contains(sub.topics, it.ev.Type) {
 				continue
 			}
+			if payload == nil {
+				if payload, err = clientPayload(it.ev, it.data); err != nil {
+					return err
+				}
+			}
 			rec, err := TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{
-				DeliveryID: DeliveryID(sub.id, it.ev.ID), WebhookID: sub.id, AccountID: it.account, EventID: it.ev.ID,
-				Topic: it.ev.Type, Gen: sub.gen, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now, Payload: it.payload,
+				DeliveryID: DeliveryID(sub.id, it.ev.ID), WebhookID: sub.id, AccountID: account, EventID: it.ev.ID,
+				Topic: it.ev.Type, Gen: sub.gen, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now, Payload: payload,
 			})
 			if err != nil {
 				return err
