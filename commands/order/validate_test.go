@@ -66,7 +66,7 @@ const base = `{
 }`
 
 // with returns base with top-level keys replaced (null deletes).
-func with(t *testing.T, changes map[string]any) []byte {
+func with(t testing.TB, changes map[string]any) []byte {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(base), &m); err != nil {

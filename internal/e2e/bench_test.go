@@ -72,13 +72,7 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 	})
 	var hooks []uuid.UUID
 	for i := range 4 {
-		r := d.client.Do("POST", "/v1/me/webhooks", map[string]any{"url": fmt.Sprintf("%s/%d", srv.URL, i), "topics": allTopics})
-		if r.Status != 201 {
-			b.Fatalf("create webhook: %d %s", r.Status, r.Body)
-		}
-		var w webhookJSON
-		r.JSON(b, &w)
-		hooks = append(hooks, w.ID)
+		hooks = append(hooks, createWebhook(b, d.client, fmt.Sprintf("%s/%d", srv.URL, i)).ID)
 	}
 	payload := []byte(`{"id":"00000000-0000-0000-0000-000000000000","topic":"order.created","created_at":"2026-11-21T00:00:00Z","data":{"order":{"id":"x"},"tracking":null}}`)
 	recs := make([]*kgo.Record, 0, b.N)
@@ -86,9 +80,7 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 	for i := range b.N {
 		ev := uuid.New()
 		wh := hooks[i%len(hooks)]
-		rec, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(wh, ev),
-			WebhookID: wh, AccountID: d.app.DemoAccount, EventID: ev, Topic: "order.created", Gen: 1, Run: 1, Attempt: 1,
-			DueAt: now, CreatedAt: now, Payload: payload})
+		rec, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, demoTask(d, wh, ev, 1, payload, now))
 		if err != nil {
 			b.Fatal(err)
 		}

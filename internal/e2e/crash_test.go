@@ -86,21 +86,15 @@ func (p *podsvcProc) kill(t *testing.T) {
 	_ = p.cmd.Wait()
 }
 
-// TestCrashMidBatchLosesNothing kills podsvc (SIGKILL, embedded broker on
-// disk) while a 400-order batch and a stream of single creates are being
-// decided, restarts it on the same data, and checks that every accepted
-// order exists exactly once with its complete event history.
-// newPodsvcProc builds podsvc and starts it as a process on a fresh
-// database, data directory and Redis prefix, in development with the demo
-// data; env adds or overrides settings. The process is killed when the test
-// ends, and its log tail is shown when the test failed.
+// newPodsvcProc builds podsvc (once per test binary run) and starts it as a
+// process on a fresh database, data directory and Redis prefix, in
+// development with the demo data; env adds or overrides settings. The
+// process is killed when the test ends, and its log tail is shown when the
+// test failed.
 func newPodsvcProc(t *testing.T, env ...string) *podsvcProc {
 	t.Helper()
+	bin := podsvcBinary.build(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "podsvc")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/printpod/pod/cmd/podsvc").CombinedOutput(); err != nil {
-		t.Fatalf("build podsvc: %v\n%s", err, out)
-	}
 	dbURL := testenv.NewDatabase(t)
 	logf, err := os.Create(filepath.Join(dir, "podsvc.log"))
 	if err != nil {
@@ -156,6 +150,10 @@ func demoTshirt(t *testing.T, c *testenv.Client) uuid.UUID {
 	return variant
 }
 
+// TestCrashMidBatchLosesNothing kills podsvc (SIGKILL, embedded broker on
+// disk) while a 400-order batch and a stream of single creates are being
+// decided, restarts it on the same data, and checks that every accepted
+// order exists exactly once with its complete event history.
 func TestCrashMidBatchLosesNothing(t *testing.T) {
 	p := newPodsvcProc(t)
 	c := testenv.NewClient(t, "http://"+p.addr, "demo-token")

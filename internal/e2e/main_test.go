@@ -5,7 +5,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +22,51 @@ import (
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 )
+
+// binDir holds the binaries the tests build (once per test binary run); it
+// is removed when the tests end.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pod-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// builtBinary is a command of the module built at most once per test binary
+// run, into binDir.
+type builtBinary struct {
+	pkg  string
+	once sync.Once
+	path string
+	out  []byte
+	err  error
+}
+
+var (
+	podsvcBinary = &builtBinary{pkg: "github.com/printpod/pod/cmd/podsvc"}
+	podctlBinary = &builtBinary{pkg: "github.com/printpod/pod/cmd/podctl"}
+)
+
+// build returns the path of the binary, building it on first use.
+func (b *builtBinary) build(t testing.TB) string {
+	t.Helper()
+	name := filepath.Base(b.pkg)
+	b.once.Do(func() {
+		b.path = filepath.Join(binDir, name)
+		b.out, b.err = exec.Command("go", "build", "-o", b.path, b.pkg).CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("build %s: %v\n%s", name, b.err, b.out)
+	}
+	return b.path
+}
 
 // demoEnv is a running podsvc with the demo catalog projected.
 type demoEnv struct {
@@ -59,6 +109,22 @@ func startDemo(t testing.TB, adjust ...func(*config.Config)) demoEnv {
 	d := demoEnv{app: a, cfg: cfg, client: c}
 	waitDemoCatalog(t, &d)
 	return d
+}
+
+// startPeer starts a second podsvc on the same database and broker as d,
+// on a free port with its own data directory, adjusted by adjust, and
+// returns it with a client of the demo account.
+func (d demoEnv) startPeer(t testing.TB, adjust ...func(*config.Config)) (*app.App, *testenv.Client) {
+	t.Helper()
+	cfg := d.cfg
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.KafkaBrokers = d.app.Brokers
+	cfg.DataDir = t.TempDir()
+	for _, f := range adjust {
+		f(&cfg)
+	}
+	a := podtest.Start(t, cfg)
+	return a, testenv.NewClient(t, "http://"+a.Addr(), d.cfg.DemoToken)
 }
 
 // waitDemoCatalog waits until the projector applied the demo catalog this

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,9 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/printpod/pod/internal/app"
 	"github.com/printpod/pod/internal/config"
-	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	orderrm "github.com/printpod/pod/projections/order"
@@ -94,9 +91,7 @@ func (d demoEnv) waitStatus(t *testing.T, c *testenv.Client, id uuid.UUID, statu
 	return o
 }
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-func doRaw(t *testing.T, req *http.Request) testenv.Response {
+func doRaw(t testing.TB, req *http.Request) testenv.Response {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -110,9 +105,34 @@ func doRaw(t *testing.T, req *http.Request) testenv.Response {
 	return testenv.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
-func startApp(t *testing.T, cfg config.Config) *app.App {
+// scanTopic reads topic from the start and hands each record to each, in
+// log order, until each answers done: the fetch in which it first does is
+// still handed over whole, then scanning stops. It returns an error when
+// timeout passes first; callers fail with their own message.
+func scanTopic(t testing.TB, brokers []string, topic string, timeout time.Duration, each func(*kgo.Record) (done bool)) error {
 	t.Helper()
-	return podtest.Start(t, cfg)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("reading %s: %w", topic, ctx.Err())
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if each(r) {
+				done = true
+			}
+		})
+		if done {
+			return nil
+		}
+	}
 }
 
 // orderEvents reads pod.order.events from the start until it has want
@@ -120,25 +140,13 @@ func startApp(t *testing.T, cfg config.Config) *app.App {
 // checked against its JSON Schema.
 func orderEvents(t *testing.T, d demoEnv, id uuid.UUID, want int) []schemas.Event {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.app.Brokers...), kgo.ConsumeTopics(schemas.TopicOrderEvents),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var out []schemas.Event
+	if want <= 0 {
+		return out
+	}
 	seen := map[uuid.UUID]bool{}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("got %d of %d events of order %s", len(out), want, id)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) != id.String() {
-				return
-			}
+	err := scanTopic(t, d.app.Brokers, schemas.TopicOrderEvents, 20*time.Second, func(r *kgo.Record) bool {
+		if string(r.Key) == id.String() {
 			ev, err := schemas.ParseEvent(r.Value)
 			if err != nil {
 				t.Fatal(err)
@@ -150,7 +158,11 @@ func orderEvents(t *testing.T, d demoEnv, id uuid.UUID, want int) []schemas.Even
 				seen[ev.ID] = true
 				out = append(out, ev)
 			}
-		})
+		}
+		return len(out) >= want
+	})
+	if err != nil {
+		t.Fatalf("got %d of %d events of order %s", len(out), want, id)
 	}
 	return out
 }
@@ -163,4 +175,15 @@ func newJSONRequest(c *testenv.Client, path string, raw []byte) (*http.Request, 
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Content-Type", "application/json")
 	return req, nil
+}
+
+// postWithKey POSTs the JSON body to path as c, with an Idempotency-Key.
+func postWithKey(t testing.TB, c *testenv.Client, path, key string, body []byte) testenv.Response {
+	t.Helper()
+	req, err := newJSONRequest(c, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", key)
+	return doRaw(t, req)
 }

@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -293,12 +293,8 @@ func TestCancelRacingPush(t *testing.T) {
 func TestConcurrentCreatesOneReference(t *testing.T) {
 	d := startDemo(t, noPusher)
 	// A second instance on the same database and broker.
-	cfg2 := d.cfg
-	cfg2.HTTPAddr = "127.0.0.1:0"
-	cfg2.KafkaBrokers = d.app.Brokers
-	cfg2.DataDir = t.TempDir()
-	a2 := startApp(t, cfg2)
-	clients := []*testenv.Client{d.client, testenv.NewClient(t, "http://"+a2.Addr(), d.cfg.DemoToken)}
+	_, c2 := d.startPeer(t)
+	clients := []*testenv.Client{d.client, c2}
 	v := d.variant(t, "ACTIVE", "tshirt")
 	const n = 50
 	statuses := make([]int, n)
@@ -364,30 +360,22 @@ func TestSoftDuplicateAndIdempotencyKey(t *testing.T) {
 	// A different quantity is different content.
 	create(t, d.client, tshirtOrder(v.VariantID, "soft-3", 4))
 
-	post := func(key string, b any) testenv.Response {
-		t.Helper()
-		raw, _ := jsonMarshal(b)
-		req, _ := http.NewRequest("POST", d.client.Base+"/v1/orders/pod", strings.NewReader(string(raw)))
-		req.Header.Set("Authorization", "Bearer "+d.client.Token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		return doRaw(t, req)
-	}
 	key := uuid.NewString()
-	b1 := tshirtOrder(v.VariantID, "idem-1", 1)
-	r1 := post(key, b1)
-	r2 := post(key, b1)
+	b1, _ := json.Marshal(tshirtOrder(v.VariantID, "idem-1", 1))
+	r1 := postWithKey(t, d.client, "/v1/orders/pod", key, b1)
+	r2 := postWithKey(t, d.client, "/v1/orders/pod", key, b1)
 	if r1.Status != 201 || r2.Status != 201 || string(r1.Body) != string(r2.Body) || r2.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("idempotent replay:\n%d %s\n%d %s", r1.Status, r1.Body, r2.Status, r2.Body)
 	}
-	r3 := post(key, tshirtOrder(v.VariantID, "idem-2", 1))
+	b3, _ := json.Marshal(tshirtOrder(v.VariantID, "idem-2", 1))
+	r3 := postWithKey(t, d.client, "/v1/orders/pod", key, b3)
 	if r3.Status != 422 || r3.Err(t).Error != schemas.CodeIdempotencyReused {
 		t.Fatalf("key reused with another body: %d %s", r3.Status, r3.Body)
 	}
 	// Errors replay too (4xx are final answers).
 	key2 := uuid.NewString()
-	bad := tshirtOrder(v.VariantID, "idem-3", 0)
-	e1, e2 := post(key2, bad), post(key2, bad)
+	bad, _ := json.Marshal(tshirtOrder(v.VariantID, "idem-3", 0))
+	e1, e2 := postWithKey(t, d.client, "/v1/orders/pod", key2, bad), postWithKey(t, d.client, "/v1/orders/pod", key2, bad)
 	if e1.Status != 400 || string(e1.Body) != string(e2.Body) {
 		t.Fatalf("error replay: %d %s / %d %s", e1.Status, e1.Body, e2.Status, e2.Body)
 	}

@@ -16,12 +16,7 @@ import (
 // buildPodctl compiles cmd/podctl once per test binary run.
 func buildPodctl(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "podctl")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/printpod/pod/cmd/podctl").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build podctl: %v\n%s", err, out)
-	}
-	return bin
+	return podctlBinary.build(t)
 }
 
 type podctlRun struct {

@@ -4,7 +4,7 @@ package e2e
 
 import (
 	"context"
-	"net/http"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -19,16 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func postWithKey(t *testing.T, c *testenv.Client, key string, b any) testenv.Response {
-	t.Helper()
-	raw, _ := jsonMarshal(b)
-	req, _ := http.NewRequest("POST", c.Base+"/v1/orders/pod", strings.NewReader(string(raw)))
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	return doRaw(t, req)
-}
-
 // Finding: a 503 "recorded but not decided in time ... repeat it with the
 // same Idempotency-Key to learn the outcome" is not kept by the idempotency
 // middleware, and the repeat builds a NEW command: it answers 409
@@ -39,26 +29,23 @@ func postWithKey(t *testing.T, c *testenv.Client, key string, b any) testenv.Res
 func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
 	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
 	v := d.variant(t, "ACTIVE", "tshirt")
-	withRef := tshirtOrder(v.VariantID, "undecided-1", 1)
-	noRef := tshirtOrder(v.VariantID, "", 2)
-	noRef["force"] = true
+	withRef, _ := json.Marshal(tshirtOrder(v.VariantID, "undecided-1", 1))
+	noRefBody := tshirtOrder(v.VariantID, "", 2)
+	noRefBody["force"] = true
+	noRef, _ := json.Marshal(noRefBody)
 	k1, k2 := uuid.NewString(), uuid.NewString()
 	var r1, r2 testenv.Response
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); r1 = postWithKey(t, d.client, k1, withRef) }()
-	go func() { defer wg.Done(); r2 = postWithKey(t, d.client, k2, noRef) }()
+	go func() { defer wg.Done(); r1 = postWithKey(t, d.client, "/v1/orders/pod", k1, withRef) }()
+	go func() { defer wg.Done(); r2 = postWithKey(t, d.client, "/v1/orders/pod", k2, noRef) }()
 	wg.Wait()
 	if r1.Status != 503 || r2.Status != 503 {
 		t.Fatalf("want 503 undecided: %d %s / %d %s", r1.Status, r1.Body, r2.Status, r2.Body)
 	}
 	t.Logf("first answers: %s", r1.Body)
 	// The decider comes up (same DB and broker): the recorded commands are decided.
-	cfg2 := d.cfg
-	cfg2.Roles = []string{config.RoleDecider}
-	cfg2.KafkaBrokers = d.app.Brokers
-	cfg2.DataDir = t.TempDir()
-	startApp(t, cfg2)
+	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider} })
 	id := order.OrderID(d.store(t, "ACTIVE").StoreID, "undecided-1")
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if r := d.client.Get("/v1/orders/pod/" + id.String()); r.Status != 200 {
@@ -69,8 +56,8 @@ func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
 	time.Sleep(time.Second) // let the second (no-reference) order be decided too
 
 	// Repeat both requests with the same keys, as the 503 message says.
-	again1 := postWithKey(t, d.client, k1, withRef)
-	again2 := postWithKey(t, d.client, k2, noRef)
+	again1 := postWithKey(t, d.client, "/v1/orders/pod", k1, withRef)
+	again2 := postWithKey(t, d.client, "/v1/orders/pod", k2, noRef)
 	var page struct{ Data []orderrm.Order }
 	d.client.Get("/v1/orders/pod").JSON(t, &page)
 	t.Logf("repeat 1: %d %s", again1.Status, again1.Body)
@@ -164,25 +151,16 @@ func TestRepeatedEventNeverPushesCancelledOrder(t *testing.T) {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
 	}
 	// Redeliver the first PROCESSING event, byte for byte (same id, same version).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.app.Brokers...), kgo.ConsumeTopics(schemas.TopicOrderEvents),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var dup *kgo.Record
-	for dup == nil {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatal("no PROCESSING event found")
+	if err := scanTopic(t, d.app.Brokers, schemas.TopicOrderEvents, 20*time.Second, func(r *kgo.Record) bool {
+		if dup == nil && string(r.Key) == o.OrderID.String() && strings.Contains(string(r.Value), `"client_status":"PROCESSING"`) {
+			dup = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if dup == nil && string(r.Key) == o.OrderID.String() && strings.Contains(string(r.Value), `"client_status":"PROCESSING"`) {
-				dup = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
-			}
-		})
+		return dup != nil
+	}); err != nil {
+		t.Fatal("no PROCESSING event found")
 	}
 	if err := d.app.Producer.ProduceSync(ctx, dup).FirstErr(); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/app"
+	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
@@ -299,12 +300,11 @@ func TestWebhookValidationErrors(t *testing.T) {
 func TestWebhookLimitUnderConcurrency(t *testing.T) {
 	rc := newReceiver(t)
 	d := startDemo(t, allow(rc))
-	cfg2 := d.cfg
-	cfg2.HTTPAddr = "127.0.0.1:0"
-	cfg2.Roles = []string{"api"}
-	cfg2.KafkaBrokers = d.app.Brokers
-	second := podtest.Start(t, cfg2)
-	clients := []*testenv.Client{d.client, testenv.NewClient(t, "http://"+second.Addr(), d.cfg.DemoToken)}
+	_, second := d.startPeer(t, func(c *config.Config) {
+		c.Roles = []string{"api"}
+		c.DataDir = d.cfg.DataDir // as before: this peer shares the first instance's data directory
+	})
+	clients := []*testenv.Client{d.client, second}
 
 	const n = 12
 	statuses := make([]int, n)
@@ -377,15 +377,8 @@ func TestWebhookSecretsStayOutOfLogsAndRedis(t *testing.T) {
 	r := c.Do("POST", "/v1/me/webhooks", map[string]any{"url": rc.url("/s"), "topics": allTopics})
 	var w webhookJSON
 	r.JSON(t, &w)
-	req, err := newJSONRequest(c, "/v1/me/webhooks/"+w.ID.String()+"/rotate-secret", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Idempotency-Key", "rotate-1")
-	first := doRaw(t, req)
-	req, _ = newJSONRequest(c, "/v1/me/webhooks/"+w.ID.String()+"/rotate-secret", nil)
-	req.Header.Set("Idempotency-Key", "rotate-1")
-	replay := doRaw(t, req)
+	first := postWithKey(t, c, "/v1/me/webhooks/"+w.ID.String()+"/rotate-secret", "rotate-1", nil)
+	replay := postWithKey(t, c, "/v1/me/webhooks/"+w.ID.String()+"/rotate-secret", "rotate-1", nil)
 	if first.Status != 200 || !bytes.Equal(first.Body, replay.Body) || replay.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("rotate replay: %d %s / %s", first.Status, first.Body, replay.Body)
 	}

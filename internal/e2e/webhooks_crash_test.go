@@ -68,25 +68,14 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 	ctx := context.Background()
 
 	// Every order event on the log, by id.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers(t)), kgo.ConsumeTopics(schemas.TopicOrderEvents),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	events := map[string]string{}
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	for len(events) < orders*3 {
-		fs := cl.PollFetches(rctx)
-		if rctx.Err() != nil {
-			t.Fatalf("%d order events on the log, want %d", len(events), orders*3)
+	if err := scanTopic(t, []string{p.brokers(t)}, schemas.TopicOrderEvents, 60*time.Second, func(r *kgo.Record) bool {
+		if ev, err := schemas.ParseEvent(r.Value); err == nil {
+			events[ev.ID.String()] = ev.Type
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if ev, err := schemas.ParseEvent(r.Value); err == nil {
-				events[ev.ID.String()] = ev.Type
-			}
-		})
+		return len(events) >= orders*3
+	}); err != nil {
+		t.Fatalf("%d order events on the log, want %d", len(events), orders*3)
 	}
 
 	testenv.Eventually(t, 60*time.Second, func() error {

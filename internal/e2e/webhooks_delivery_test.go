@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/testenv"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
 	"github.com/printpod/pod/schemas"
@@ -30,7 +31,7 @@ type webhookJSON struct {
 
 var allTopics = []string{"order.created", "order.status_updated", "order.cancelled", "tracking.created", "tracking.updated"}
 
-func createWebhook(t *testing.T, c *testenv.Client, url string, topics ...string) webhookJSON {
+func createWebhook(t testing.TB, c *testenv.Client, url string, topics ...string) webhookJSON {
 	t.Helper()
 	if len(topics) == 0 {
 		topics = allTopics
@@ -44,7 +45,7 @@ func createWebhook(t *testing.T, c *testenv.Client, url string, topics ...string
 	return w
 }
 
-func getWebhook(t *testing.T, c *testenv.Client, id uuid.UUID) webhookJSON {
+func getWebhook(t testing.TB, c *testenv.Client, id uuid.UUID) webhookJSON {
 	t.Helper()
 	r := c.Get("/v1/me/webhooks/" + id.String())
 	if r.Status != 200 {
@@ -53,6 +54,13 @@ func getWebhook(t *testing.T, c *testenv.Client, id uuid.UUID) webhookJSON {
 	var w webhookJSON
 	r.JSON(t, &w)
 	return w
+}
+
+// demoTask is the first attempt of run of a delivery of event (topic
+// order.created) to a webhook of the demo account, created and due at now.
+func demoTask(d demoEnv, webhook, event uuid.UUID, run int, payload json.RawMessage, now time.Time) schemas.DeliveryTask {
+	return schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(webhook, event), WebhookID: webhook, AccountID: d.app.DemoAccount,
+		EventID: event, Topic: "order.created", Gen: 1, Run: run, Attempt: 1, DueAt: now, CreatedAt: now, Payload: payload}
 }
 
 // deliveries lists every delivery of a webhook (all pages).

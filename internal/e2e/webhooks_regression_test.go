@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/delivery"
+	"github.com/printpod/pod/internal/testenv"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,16 +23,11 @@ func TestDeliveryLogResultBeforeTaskOfLaterRun(t *testing.T) {
 	rc := newReceiver(t)
 	d := startDemo(t, allow(rc))
 	w := createWebhook(t, d.client, rc.url("/hooks"))
-	var account uuid.UUID
-	if err := d.app.Pool.QueryRow(context.Background(), `SELECT account_id FROM webhooks WHERE id = $1`, w.ID).Scan(&account); err != nil {
-		t.Fatal(err)
-	}
 	ev := uuid.New()
 	now := time.Now().UTC()
-	task := schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(w.ID, ev), WebhookID: w.ID, AccountID: account, EventID: ev,
-		Topic: "order.created", Gen: 1, Run: 2, Attempt: 1, DueAt: now, CreatedAt: now, Payload: json.RawMessage(`{"id":"x"}`)}
+	task := demoTask(d, w.ID, ev, 2, json.RawMessage(`{"id":"x"}`), now)
 	code := 200
-	res := schemas.AttemptResult{DeliveryID: task.DeliveryID, WebhookID: w.ID, AccountID: account, EventID: ev, Topic: task.Topic,
+	res := schemas.AttemptResult{DeliveryID: task.DeliveryID, WebhookID: w.ID, AccountID: d.app.DemoAccount, EventID: ev, Topic: task.Topic,
 		Gen: 1, Run: 2, Attempt: 1, Attempted: true, Status: schemas.DeliverySuccess, StatusCode: &code, At: now, CreatedAt: now}
 	task1 := task
 	task1.Run = 1
@@ -76,14 +73,8 @@ func TestDeliveryTaskTwiceOnTheLogSentOnce(t *testing.T) {
 	rc := newReceiver(t)
 	d := startDemo(t, allow(rc))
 	w := createWebhook(t, d.client, rc.url("/hooks"))
-	var account uuid.UUID
-	if err := d.app.Pool.QueryRow(context.Background(), `SELECT account_id FROM webhooks WHERE id = $1`, w.ID).Scan(&account); err != nil {
-		t.Fatal(err)
-	}
 	ev := uuid.New()
-	now := time.Now().UTC()
-	task := schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(w.ID, ev), WebhookID: w.ID, AccountID: account, EventID: ev,
-		Topic: "order.created", Gen: 1, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now, Payload: json.RawMessage(`{"id":"x"}`)}
+	task := demoTask(d, w.ID, ev, 1, json.RawMessage(`{"id":"x"}`), time.Now().UTC())
 	r1, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, task)
 	r2, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, task)
 	if err := d.app.Producer.ProduceSync(context.Background(), r1, r2).FirstErr(); err != nil {
@@ -111,16 +102,10 @@ func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
 	d := startDemo(t, allow(slow, healthy))
 	ws := createWebhook(t, d.client, slow.url("/slow"))
 	wh := createWebhook(t, d.client, healthy.url("/ok"))
-	var account uuid.UUID
-	if err := d.app.Pool.QueryRow(context.Background(), `SELECT account_id FROM webhooks WHERE id = $1`, ws.ID).Scan(&account); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC()
 	mk := func(hook uuid.UUID) *kgo.Record {
 		ev := uuid.New()
-		r, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(hook, ev),
-			WebhookID: hook, AccountID: account, EventID: ev, Topic: "order.created", Gen: 1, Run: 1, Attempt: 1, DueAt: now,
-			CreatedAt: now, Payload: json.RawMessage(`{}`)})
+		r, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, demoTask(d, hook, ev, 1, json.RawMessage(`{}`), now))
 		return r
 	}
 	var recs []*kgo.Record
@@ -134,14 +119,12 @@ func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
 	if err := d.app.Producer.ProduceSync(context.Background(), mk(wh.ID)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if len(healthy.requests()) > 0 {
-			return
+	testenv.Eventually(t, 15*time.Second, func() error {
+		if len(healthy.requests()) == 0 {
+			return fmt.Errorf("healthy endpoint got nothing; slow endpoint holds %d requests", slow.inFlight())
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("healthy endpoint got nothing in 15s; slow endpoint holds %d requests", slow.inFlight())
+		return nil
+	})
 }
 
 // After the 24 h Idempotency-Key window (the Redis entry gone, the decision
@@ -151,15 +134,9 @@ func TestWebhookSecretNotShownAfterIdempotencyWindow(t *testing.T) {
 	rc := newReceiver(t)
 	d := startDemo(t, allow(rc))
 	body := []byte(`{"url":"` + rc.url("/x") + `","topics":["order.created"]}`)
-	post := func() (int, []byte) {
-		req, _ := newJSONRequest(d.client, "/v1/me/webhooks", body)
-		req.Header.Set("Idempotency-Key", "k-secret-1")
-		r := doRaw(t, req)
-		return r.Status, r.Body
-	}
-	s1, b1 := post()
-	if s1 != 201 {
-		t.Fatalf("%d %s", s1, b1)
+	r1 := postWithKey(t, d.client, "/v1/me/webhooks", "k-secret-1", body)
+	if r1.Status != 201 {
+		t.Fatalf("%d %s", r1.Status, r1.Body)
 	}
 	forget := func() {
 		keys, _ := d.app.Redis.Keys(context.Background(), d.cfg.RedisPrefix+"idem:*").Result()
@@ -169,18 +146,18 @@ func TestWebhookSecretNotShownAfterIdempotencyWindow(t *testing.T) {
 	}
 	forget()
 	var first struct{ Secret string }
-	_ = json.Unmarshal(b1, &first)
-	if s, b := post(); s != 201 || !strings.Contains(string(b), first.Secret) {
-		t.Fatalf("repeat within the window: %d %s", s, b)
+	_ = json.Unmarshal(r1.Body, &first)
+	if r := postWithKey(t, d.client, "/v1/me/webhooks", "k-secret-1", body); r.Status != 201 || !strings.Contains(string(r.Body), first.Secret) {
+		t.Fatalf("repeat within the window: %d %s", r.Status, r.Body)
 	}
 	forget()
 	if _, err := d.app.Pool.Exec(context.Background(), `UPDATE webhook_decisions SET decided_at = now() - interval '25 hours'`); err != nil {
 		t.Fatal(err)
 	}
-	s2, b2 := post()
+	r2 := postWithKey(t, d.client, "/v1/me/webhooks", "k-secret-1", body)
 	var w struct{ Secret string }
-	_ = json.Unmarshal(b2, &w)
-	if s2 != 201 || w.Secret != "" {
-		t.Fatalf("repeat after the window (status %d): %s", s2, b2)
+	_ = json.Unmarshal(r2.Body, &w)
+	if r2.Status != 201 || w.Secret != "" {
+		t.Fatalf("repeat after the window (status %d): %s", r2.Status, r2.Body)
 	}
 }

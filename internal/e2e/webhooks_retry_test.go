@@ -151,20 +151,15 @@ func TestWebhookRetriesReachSevenAttempts(t *testing.T) {
 // readTopic reads n records of topic from the start.
 func readTopic(t *testing.T, brokers []string, topic string, n int) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records of %s", len(out), n, topic)
-		}
-		out = append(out, fs.Records()...)
+	if n <= 0 {
+		return out
+	}
+	if err := scanTopic(t, brokers, topic, 20*time.Second, func(r *kgo.Record) bool {
+		out = append(out, r)
+		return len(out) >= n
+	}); err != nil {
+		t.Fatalf("read %d of %d records of %s", len(out), n, topic)
 	}
 	return out
 }
