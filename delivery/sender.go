@@ -27,12 +27,15 @@ import (
 // partitions over the instances.
 const SenderGroup = "delivery.sender"
 
-// MaxQueuedPerEndpoint and SlowDrain bound what one endpoint may hold in
-// memory: when more than MaxQueuedPerEndpoint of its tasks wait and, at its
-// pace, they would take longer than SlowDrain, the rest are deferred to the
-// first retry tier. A fast endpoint's backlog is simply worked.
+// MaxQueuedPerEndpoint, SlowAnswer and SlowDrain bound what one slow
+// endpoint may hold in memory: when more than MaxQueuedPerEndpoint of its
+// tasks wait, it takes SlowAnswer or more per request, and at that pace they
+// would take longer than SlowDrain, the rest are deferred to the first retry
+// tier. A fast endpoint's backlog is simply worked, even when this process
+// is so busy that its requests take tens of milliseconds.
 const (
 	MaxQueuedPerEndpoint = 256
+	SlowAnswer           = 250 * time.Millisecond
 	SlowDrain            = 10 * time.Second
 )
 
@@ -134,10 +137,11 @@ type endpoint struct {
 	latency time.Duration // moving average of its attempts
 }
 
-// backlogged reports whether the endpoint's waiting tasks would take longer
-// than SlowDrain to work at its pace: then more of them are deferred.
+// backlogged reports whether the endpoint is slow (answers in SlowAnswer
+// or more) and its waiting tasks would take longer than SlowDrain to work
+// at its pace: then more of them are deferred.
 func (e *endpoint) backlogged(perEndpoint int) bool {
-	return len(e.queue) >= MaxQueuedPerEndpoint &&
+	return len(e.queue) >= MaxQueuedPerEndpoint && e.latency >= SlowAnswer &&
 		e.latency*time.Duration(len(e.queue))/time.Duration(perEndpoint) > SlowDrain
 }
 
