@@ -63,6 +63,10 @@ func (s *Server) App() *fiber.App {
 		app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{})))
 	}
 
+	// Public: registered before the /v1 group so no token is asked for.
+	app.Get("/v1/openapi.json", openAPI)
+	docsRoutes(app)
+
 	v1 := app.Group("/v1", requireToken(s.Auth), rateLimit(s.Redis, s.RateLimit, s.Log))
 	v1.Get("/stores", s.listStores)
 	v1.Get("/stores/:store_id/products", s.listProducts)
