@@ -2,6 +2,7 @@ package http
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -51,9 +52,11 @@ func (m *Metrics) middleware(onError fiber.ErrorHandler) fiber.Handler {
 				return herr
 			}
 		}
-		route := routeOf(c)
-		m.requests.WithLabelValues(route, c.Method(), strconv.Itoa(c.Response().StatusCode())).Inc()
-		m.duration.WithLabelValues(route, c.Method()).Observe(time.Since(start).Seconds())
+		// Fiber's strings point into buffers reused by later requests; a
+		// label value is kept, so it must be a copy.
+		route, method := strings.Clone(routeOf(c)), strings.Clone(c.Method())
+		m.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().StatusCode())).Inc()
+		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		return nil
 	}
 }
