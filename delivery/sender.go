@@ -369,10 +369,12 @@ func (ss *session) commit(offs map[string]map[int32]kgo.EpochOffset) {
 
 func (ss *session) poll() error {
 	for {
+		ss.s.Metrics.setBuffered(len(ss.buffer))
 		fetches := ss.cl.PollRecords(ss.ctx, 500)
 		if ss.ctx.Err() != nil || fetches.IsClientClosed() {
 			return nil
 		}
+		ss.s.Metrics.observePoll(fetches.NumRecords())
 		fetches.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) {
 				ss.s.Log.Warn("delivery fetch error", "topic", t, "partition", p, "err", err)
@@ -577,7 +579,7 @@ func (ss *session) deferJobs(jobs []job) {
 	}
 	for _, j := range jobs {
 		if err == nil {
-			ss.s.Metrics.outcome("deferred")
+			ss.s.Metrics.outcome("deferred", ClassNone)
 		}
 		ss.done(j, err)
 	}
@@ -620,12 +622,15 @@ func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err er
 	case !hook.IsActive || hook.Gen != t.Gen:
 		res.Status = schemas.DeliveryCancelled
 		res.Error = ptr("webhook_disabled")
-		s.Metrics.outcome("cancelled")
+		s.Metrics.outcome("cancelled", ClassNone)
 	default:
 		start := time.Now()
+		s.Metrics.addInFlight(1)
 		code, failure := s.send(ctx, hook, t)
+		s.Metrics.addInFlight(-1)
 		took = time.Since(start)
 		s.Metrics.observeAttempt(took)
+		class := statusClass(code, failure)
 		res.Attempted = true
 		res.At = s.now().UTC()
 		if code > 0 {
@@ -635,7 +640,8 @@ func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err er
 		case failure == "":
 			res.Status = schemas.DeliverySuccess
 			s.Streaks.Reset(ctx, t.WebhookID, t.Gen)
-			s.Metrics.outcome("success")
+			s.Metrics.outcome("success", class)
+			s.Metrics.observeDelivered(res.At.Sub(t.CreatedAt))
 		case t.Attempt >= MaxAttempts:
 			res.Status, res.Error = schemas.DeliveryFailed, &failure
 			rec, err := TaskRecord(schemas.TopicWebhookDLQ, t)
@@ -644,7 +650,7 @@ func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err er
 			}
 			recs = append(recs, rec)
 			disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit
-			s.Metrics.outcome("failed")
+			s.Metrics.outcome("failed", class)
 		default:
 			res.Status, res.Error = schemas.DeliveryPending, &failure
 			next := t
@@ -656,7 +662,7 @@ func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err er
 				return took, err
 			}
 			recs = append(recs, rec)
-			s.Metrics.outcome("retry")
+			s.Metrics.outcome("retry", class)
 		}
 	}
 	value, err := json.Marshal(res)

@@ -39,29 +39,7 @@ type Server struct {
 
 // App builds the Fiber app with every route.
 func (s *Server) App() *fiber.App {
-	onError := errorHandler(s.Log)
-	app := fiber.New(fiber.Config{
-		AppName:               "podsvc",
-		BodyLimit:             BodyLimit,
-		ErrorHandler:          onError,
-		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           2 * time.Minute,
-		JSONEncoder:           marshalJSON,
-	})
-	app.Use(recover.New())
-	app.Use(requestid.New(requestid.Config{Header: "X-Request-Id"}))
-	if s.Metrics != nil {
-		app.Use(s.Metrics.middleware(onError))
-	}
-	app.Use(accessLog(s.Log))
-
-	app.Get("/healthz", healthz)
-	app.Get("/readyz", readyz(s.Checks, s.Log))
-	if s.Gatherer != nil {
-		app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{})))
-	}
+	app := s.OpsApp()
 
 	// Public: registered before the /v1 group so no token is asked for.
 	app.Get("/v1/openapi.json", openAPI)
@@ -90,6 +68,36 @@ func (s *Server) App() *fiber.App {
 	}
 	if s.Webhooks != nil {
 		s.Webhooks.routes(v1, idempotency(s.Redis, s.RateLimit.Prefix, s.Webhooks.wait(), s.Webhooks.Box, s.Log))
+	}
+	return app
+}
+
+// OpsApp builds the Fiber app with the operational routes only: /healthz,
+// /readyz and /metrics. Processes without the api role serve it so every
+// instance can be probed and scraped.
+func (s *Server) OpsApp() *fiber.App {
+	onError := errorHandler(s.Log)
+	app := fiber.New(fiber.Config{
+		AppName:               "podsvc",
+		BodyLimit:             BodyLimit,
+		ErrorHandler:          onError,
+		DisableStartupMessage: true,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+		JSONEncoder:           marshalJSON,
+	})
+	app.Use(recover.New())
+	app.Use(requestid.New(requestid.Config{Header: "X-Request-Id"}))
+	if s.Metrics != nil {
+		app.Use(s.Metrics.middleware(onError))
+	}
+	app.Use(accessLog(s.Log))
+
+	app.Get("/healthz", healthz)
+	app.Get("/readyz", readyz(s.Checks, s.Log))
+	if s.Gatherer != nil {
+		app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{})))
 	}
 	return app
 }

@@ -49,6 +49,10 @@ const (
 	StatusCancelled  = "CANCELLED"
 )
 
+// OrderStatuses lists every order status.
+var OrderStatuses = []string{StatusPending, StatusProcessing, StatusSuccess, StatusSynced, StatusFulfilled,
+	StatusFailed, StatusCancelled}
+
 // OrderRef is the order as every order.* and tracking.* event carries it
 // (the interface's data.order).
 type OrderRef struct {

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
@@ -31,8 +34,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"net/http"
 
 	podhttp "github.com/printpod/pod/http"
 )
@@ -105,6 +108,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	if a.Producer, err = kafka.NewProducer(a.Brokers, a.kafkaMetrics("producer")...); err != nil {
 		return nil, err
 	}
+	a.registerProducerBuffer()
 	topicCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err = kafka.EnsureTopics(topicCtx, a.Producer, cfg.KafkaPartitions, schemas.AllTopics()...); err != nil {
@@ -113,6 +117,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 
 	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = runCancel
+	a.startGauges(runCtx)
 	runner := &stream.Runner{Pool: a.Pool, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry)}
 
 	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch,
@@ -153,14 +158,39 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 			return nil, err
 		}
 	}
-	if cfg.HasRole(config.RoleAPI) {
-		if err = a.startAPI(runCtx); err != nil {
-			runCancel()
-			a.wg.Wait()
-			return nil, err
-		}
+	if err = a.startHTTP(runCtx); err != nil {
+		runCancel()
+		a.wg.Wait()
+		return nil, err
 	}
 	return a, nil
+}
+
+// ConsumerGroups names every consumer group the service runs; their lag is
+// on /metrics.
+var ConsumerGroups = []string{
+	order.DeciderName, order.FulfillmentBridgeName, webhook.DeciderName, push.ConsumerName,
+	catalogrm.ConsumerName, orderrm.ConsumerName, deliveryrm.ConsumerName,
+	delivery.FanoutName, delivery.SenderGroup,
+}
+
+// startGauges starts the background readers behind the gauges that need a
+// query: consumer lag and end offsets (every process), orders by status
+// (processes with the projector role).
+func (a *App) startGauges(ctx context.Context) {
+	every := a.Config.MetricsRefresh
+	lag := kafka.NewLag(a.Registry, kadm.NewClient(a.Producer), ConsumerGroups, schemas.AllTopics(), a.Log)
+	var counts *orderrm.StatusCounts
+	if a.Config.HasRole(config.RoleProjector) {
+		counts = orderrm.NewStatusCounts(a.Registry, a.Pool, a.Log)
+	}
+	if every <= 0 {
+		return
+	}
+	a.goRun(func() { lag.Run(ctx, every) })
+	if counts != nil {
+		a.goRun(func() { counts.Run(ctx, 3*every) })
+	}
 }
 
 func (a *App) runConsumer(ctx context.Context, runner *stream.Runner, c stream.Consumer) {
@@ -257,7 +287,38 @@ func pruneWebhookDecisions(ctx context.Context, pool *pgxpool.Pool, log *slog.Lo
 	}
 }
 
-func (a *App) startAPI(ctx context.Context) error {
+// startHTTP listens on POD_HTTP_ADDR: the whole API with the api role,
+// else only /healthz, /readyz and /metrics.
+func (a *App) startHTTP(ctx context.Context) error {
+	cfg := a.Config
+	server := &podhttp.Server{
+		Log:      a.Log,
+		Metrics:  podhttp.NewMetrics(a.Registry),
+		Gatherer: a.Registry,
+		Checks: []podhttp.Check{
+			{Name: "postgres", Check: func(ctx context.Context) error { return a.Pool.Ping(ctx) }},
+			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
+			{Name: "kafka", Check: func(ctx context.Context) error { return a.Producer.Ping(ctx) }},
+		},
+	}
+	var fapp *fiber.App
+	if cfg.HasRole(config.RoleAPI) {
+		fapp = a.apiApp(ctx, server)
+	} else {
+		fapp = server.OpsApp()
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	a.listener = ln
+	go func() { a.serveErr <- fapp.Listener(ln) }()
+	a.stopAPI = func(ctx context.Context) error { return fapp.ShutdownWithContext(ctx) }
+	return nil
+}
+
+// apiApp completes server with the API's parts and builds the full app.
+func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
 	cfg := a.Config
 	orders := &podhttp.Orders{
 		Creator: &order.Creator{Pool: a.Pool, Bus: a.Bus, Redis: a.Redis, Prefix: cfg.RedisPrefix,
@@ -268,34 +329,16 @@ func (a *App) startAPI(ctx context.Context) error {
 	}
 	worker := &podhttp.BatchWorker{Pool: a.Pool, Orders: orders, Notify: a.Notify, Log: a.Log}
 	a.goRun(func() { worker.Run(ctx) })
-	server := &podhttp.Server{
-		Log:       a.Log,
-		Auth:      accounts.Store{Pool: a.Pool},
-		Redis:     a.Redis,
-		RateLimit: podhttp.RateLimit{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Prefix: cfg.RedisPrefix},
-		Catalog:   catalogrm.Queries{Pool: a.Pool},
-		Config:    configrm.Queries{Pool: a.Pool},
-		Metrics:   podhttp.NewMetrics(a.Registry),
-		Gatherer:  a.Registry,
-		Orders:    orders,
-		Batches:   &podhttp.Batches{Pool: a.Pool},
-		Webhooks: &podhttp.Webhooks{Pool: a.Pool, Bus: a.WebhookBus, Box: a.Box, Guard: a.Guard, Streaks: a.Streaks,
-			Deliveries: deliveryrm.Queries{Pool: a.Pool}, Producer: a.Producer, Log: a.Log},
-		Checks: []podhttp.Check{
-			{Name: "postgres", Check: func(ctx context.Context) error { return a.Pool.Ping(ctx) }},
-			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
-			{Name: "kafka", Check: func(ctx context.Context) error { return a.Producer.Ping(ctx) }},
-		},
-	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
-	a.listener = ln
-	fapp := server.App()
-	go func() { a.serveErr <- fapp.Listener(ln) }()
-	a.stopAPI = func(ctx context.Context) error { return fapp.ShutdownWithContext(ctx) }
-	return nil
+	server.Auth = accounts.Store{Pool: a.Pool}
+	server.Redis = a.Redis
+	server.RateLimit = podhttp.RateLimit{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Prefix: cfg.RedisPrefix}
+	server.Catalog = catalogrm.Queries{Pool: a.Pool}
+	server.Config = configrm.Queries{Pool: a.Pool}
+	server.Orders = orders
+	server.Batches = &podhttp.Batches{Pool: a.Pool}
+	server.Webhooks = &podhttp.Webhooks{Pool: a.Pool, Bus: a.WebhookBus, Box: a.Box, Guard: a.Guard, Streaks: a.Streaks,
+		Deliveries: deliveryrm.Queries{Pool: a.Pool}, Producer: a.Producer, Log: a.Log}
+	return server.App()
 }
 
 // Addr is the API's listen address (useful when POD_HTTP_ADDR has port 0).

@@ -55,6 +55,7 @@ type Config struct {
 	RateBurst           int             // POD_RATE_BURST: burst per token
 	LogLevel            string          // POD_LOG_LEVEL: debug, info, warn, error
 	ShutdownTimeout     time.Duration   // POD_SHUTDOWN_TIMEOUT
+	MetricsRefresh      time.Duration   // POD_METRICS_REFRESH: how often consumer lag and order counts are read; 0 = never
 }
 
 // Defaults returns the configuration used when nothing is set.
@@ -79,6 +80,7 @@ func Defaults() Config {
 		RateBurst:          10000,
 		LogLevel:           "info",
 		ShutdownTimeout:    20 * time.Second,
+		MetricsRefresh:     5 * time.Second,
 	}
 }
 
@@ -177,6 +179,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	num("POD_RATE_BURST", &c.RateBurst)
 	str("POD_LOG_LEVEL", &c.LogLevel)
 	dur("POD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
+	dur("POD_METRICS_REFRESH", &c.MetricsRefresh)
 
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
@@ -273,6 +276,9 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("POD_LOG_LEVEL: %q must be debug, info, warn or error", c.LogLevel)
+	}
+	if c.MetricsRefresh < 0 {
+		bad("POD_METRICS_REFRESH: %s must not be negative", c.MetricsRefresh)
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("POD_SHUTDOWN_TIMEOUT: %s must be positive", c.ShutdownTimeout)
