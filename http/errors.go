@@ -56,7 +56,7 @@ func errorHandler(log *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		apiErr := toAPIError(err)
 		if apiErr.Status >= 500 {
-			log.Error("request failed", "request_id", requestID(c), "method", c.Method(),
+			log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(),
 				"route", routeOf(c), "status", apiErr.Status, "err", err)
 		}
 		if apiErr.RetryAfter > 0 {

@@ -29,7 +29,7 @@ func readyz(checks []Check, log *slog.Logger) fiber.Handler {
 			if err := ch.Check(ctx); err != nil {
 				ready = false
 				results[ch.Name] = "unavailable"
-				log.Warn("readiness check failed", "dependency", ch.Name, "err", err)
+				log.WarnContext(ctx, "readiness check failed", "dependency", ch.Name, "err", err)
 			} else {
 				results[ch.Name] = "ok"
 			}

@@ -61,7 +61,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 			// does not block the key for a day.
 			ok, err := rdb.SetNX(ctx, rkey, pending, 2*time.Minute).Result()
 			if err != nil {
-				log.Warn("idempotency store unavailable", "err", err)
+				log.WarnContext(ctx, "idempotency store unavailable", "err", err)
 				return Unavailable("the idempotency store (Redis)")
 			}
 			if ok {
@@ -111,7 +111,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 			}
 		}
 		status := c.Response().StatusCode()
-		bg, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		bg, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), 2*time.Second)
 		defer cancel()
 		if status >= 500 {
 			rdb.Del(bg, rkey)
@@ -127,7 +127,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		}
 		done, _ := json.Marshal(keep)
 		if err := rdb.Set(bg, rkey, done, IdempotencyWindow).Err(); err != nil {
-			log.Warn("idempotent response not stored", "err", err)
+			log.WarnContext(bg, "idempotent response not stored", "err", err)
 		}
 		return nil
 	}

@@ -40,7 +40,7 @@ func rateLimit(rdb *redis.Client, cfg RateLimit, log *slog.Logger) fiber.Handler
 		if err != nil {
 			if now := time.Now().UnixNano(); now-lastWarn.Load() > int64(10*time.Second) {
 				lastWarn.Store(now)
-				log.Warn("rate limit unavailable; letting requests through", "err", err)
+				log.WarnContext(ctx, "rate limit unavailable; letting requests through", "err", err)
 			}
 			return c.Next()
 		}

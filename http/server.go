@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
-	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/logging"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	configrm "github.com/printpod/pod/projections/config"
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,7 +90,7 @@ func (s *Server) OpsApp() *fiber.App {
 		JSONEncoder:           marshalJSON,
 	})
 	app.Use(recover.New())
-	app.Use(requestid.New(requestid.Config{Header: "X-Request-Id"}))
+	app.Use(requestIDs)
 	if s.Metrics != nil {
 		app.Use(s.Metrics.middleware(onError))
 	}
@@ -113,9 +115,32 @@ func marshalJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-func requestID(c *fiber.Ctx) string {
-	id, _ := c.Locals("requestid").(string)
-	return id
+// requestIDs gives each request an id: the caller's X-Request-Id when it is
+// a short printable token, else a new UUID. It is echoed in the response
+// header and carried in the request's context, so every log line written
+// with that context has it.
+func requestIDs(c *fiber.Ctx) error {
+	id := c.Get(fiber.HeaderXRequestID)
+	if !validRequestID(id) {
+		id = uuid.NewString()
+	} else {
+		id = strings.Clone(id)
+	}
+	c.Set(fiber.HeaderXRequestID, id)
+	c.SetUserContext(logging.WithRequestID(c.UserContext(), id))
+	return c.Next()
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		if r < '!' || r > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // accessLog writes one debug line per request (never headers or bodies, so
@@ -124,7 +149,7 @@ func accessLog(log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
 		err := c.Next()
-		log.Debug("request", "request_id", requestID(c), "method", c.Method(), "route", routeOf(c),
+		log.DebugContext(c.UserContext(), "request", "method", c.Method(), "route", routeOf(c),
 			"status", c.Response().StatusCode(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
 		return err
 	}

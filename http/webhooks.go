@@ -84,7 +84,7 @@ func (w *Webhooks) views(ctx context.Context, hooks []*webhook.Webhook) []webhoo
 	}
 	counts, err := w.Streaks.Counts(ctx, ids, gens)
 	if err != nil {
-		w.Log.Warn("failure streaks unavailable (Redis)", "err", err)
+		w.Log.WarnContext(ctx, "failure streaks unavailable (Redis)", "err", err)
 	}
 	out := make([]webhookView, len(hooks))
 	for i, h := range hooks {
@@ -565,7 +565,7 @@ func (w *Webhooks) resend(c *fiber.Ctx) error {
 		AccountID: h.AccountID, EventID: rec.EventID, Topic: rec.Topic, Gen: h.Gen, Run: rec.Run + 1, Attempt: 1,
 		DueAt: now, CreatedAt: rec.CreatedAt, Payload: rec.Payload}, func(ctx context.Context) {
 		if rerr := w.Deliveries.Unclaim(ctx, rec); rerr != nil {
-			w.Log.Error("resend claim not undone", "delivery", rec.ID, "err", rerr)
+			w.Log.ErrorContext(ctx, "resend claim not undone", "delivery", rec.ID, "err", rerr)
 		}
 	}); err != nil {
 		return err

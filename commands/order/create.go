@@ -200,7 +200,7 @@ func (c *Creator) softDuplicate(ctx context.Context, d Draft, orderID, cmdID uui
 	for range 3 {
 		ok, err := c.Redis.SetNX(ctx, key, mine, SoftDuplicateWindow).Result()
 		if err != nil {
-			c.Log.Warn("soft duplicate check skipped: redis unavailable", "err", err)
+			c.Log.WarnContext(ctx, "soft duplicate check skipped: redis unavailable", "err", err)
 			return false, noop, nil
 		}
 		if ok {
@@ -211,7 +211,7 @@ func (c *Creator) softDuplicate(ctx context.Context, d Draft, orderID, cmdID uui
 			continue // expired in between: claim again
 		}
 		if err != nil {
-			c.Log.Warn("soft duplicate check skipped: redis unavailable", "err", err)
+			c.Log.WarnContext(ctx, "soft duplicate check skipped: redis unavailable", "err", err)
 			return false, noop, nil
 		}
 		parts := strings.Split(held, "|")

@@ -93,6 +93,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	if a.Pool, err = pg.Open(ctx, cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
+	rdb.UseLogger(log)
 	if a.Redis, err = rdb.Open(ctx, cfg.RedisURL); err != nil {
 		return nil, err
 	}

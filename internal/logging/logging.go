@@ -1,10 +1,26 @@
 // Package logging builds the JSON slog logger every binary uses.
+//
+// Two promises:
+//   - A record logged with a context (InfoContext, WarnContext, …) that
+//     carries a request id (WithRequestID) gets a "request_id" attribute, so
+//     every line about one HTTP request can be found by its X-Request-Id.
+//   - Secrets stay out: an attribute whose key names a secret, token,
+//     password or authorization is replaced by "[REDACTED]", webhook
+//     secrets (whsec_…) and passwords in URLs are cut out of any string
+//     value. Callers still must not log secrets; this is the safety net.
 package logging
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
 )
+
+// Redacted replaces a value that must not be logged.
+const Redacted = "[REDACTED]"
 
 // New returns a JSON logger at level (debug, info, warn, error).
 func New(w io.Writer, level string) *slog.Logger {
@@ -12,5 +28,78 @@ func New(w io.Writer, level string) *slog.Logger {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	return slog.New(contextHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: redact})})
+}
+
+type ctxKey struct{}
+
+// WithRequestID returns ctx carrying the request id id.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// RequestID is the request id ctx carries, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	return id
+}
+
+// contextHandler adds the context's request id to each record.
+type contextHandler struct{ slog.Handler }
+
+func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := RequestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h contextHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return contextHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h contextHandler) WithGroup(name string) slog.Handler {
+	return contextHandler{h.Handler.WithGroup(name)}
+}
+
+var (
+	secretKey   = regexp.MustCompile(`(?i)secret|token|passw|authorization|api_?key`)
+	whsec       = regexp.MustCompile(`whsec_[A-Za-z0-9+/=_-]+`)
+	urlPassword = regexp.MustCompile(`[a-z][a-z0-9+.-]*://[^/\s@]*:[^/\s@]*@`)
+)
+
+// redact is the JSON handler's ReplaceAttr.
+func redact(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == "request_id" {
+		return a
+	}
+	if secretKey.MatchString(a.Key) {
+		return slog.String(a.Key, Redacted)
+	}
+	switch a.Value.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, scrub(a.Value.String()))
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok {
+			return slog.String(a.Key, scrub(err.Error()))
+		}
+	}
+	return a
+}
+
+// scrub cuts webhook secrets and URL passwords out of s.
+func scrub(s string) string {
+	if strings.Contains(s, "whsec_") {
+		s = whsec.ReplaceAllString(s, "whsec_"+Redacted)
+	}
+	if strings.Contains(s, "@") && strings.Contains(s, "://") {
+		s = urlPassword.ReplaceAllStringFunc(s, func(m string) string {
+			u, err := url.Parse(m + "x")
+			if err != nil || u.User == nil {
+				return m
+			}
+			return u.Scheme + "://" + u.User.Username() + ":" + Redacted + "@"
+		})
+	}
+	return s
 }

@@ -6,6 +6,8 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,4 +21,17 @@ func Open(ctx context.Context, url string) (*redis.Client, error) {
 	}
 	opt.MaxRetries = 1
 	return redis.NewClient(opt), nil
+}
+
+// UseLogger sends the Redis client's own messages (dial failures and the
+// like, plain text on stderr by default) to log as JSON warnings. The Redis
+// client has one logger per process, so the last call wins.
+func UseLogger(log *slog.Logger) {
+	redis.SetLogger(slogPrintf{log.With("component", "redis")})
+}
+
+type slogPrintf struct{ log *slog.Logger }
+
+func (l slogPrintf) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
