@@ -28,20 +28,26 @@ func TestRequestIDAndRedaction(t *testing.T) {
 			want: map[string]any{"msg": "plain"},
 		},
 		{
-			name:  "keys naming secrets",
-			log:   func(l *slog.Logger) { l.Info("x", "token", "tok-abc", "secret", "s3", "Authorization", "Bearer zz", "db_password", "pw") },
+			name: "keys naming secrets",
+			log: func(l *slog.Logger) {
+				l.Info("x", "token", "tok-abc", "secret", "s3", "Authorization", "Bearer zz", "db_password", "pw")
+			},
 			want:  map[string]any{"token": Redacted, "secret": Redacted, "Authorization": Redacted, "db_password": Redacted},
 			never: []string{"tok-abc", "s3", "Bearer zz", `"pw"`},
 		},
 		{
-			name:  "webhook secret inside a value and an error",
-			log:   func(l *slog.Logger) { l.Warn("x", "detail", "got whsec_QUJDRA== back", "err", errors.New("bad whsec_ZZZ+/9")) },
+			name: "webhook secret inside a value and an error",
+			log: func(l *slog.Logger) {
+				l.Warn("x", "detail", "got whsec_QUJDRA== back", "err", errors.New("bad whsec_ZZZ+/9"))
+			},
 			want:  map[string]any{"detail": "got whsec_" + Redacted + " back", "err": "bad whsec_" + Redacted},
 			never: []string{"QUJDRA", "ZZZ+/9"},
 		},
 		{
-			name:  "password in a URL",
-			log:   func(l *slog.Logger) { l.Error("x", "err", errors.New("dial postgres://app:hunter2@db:5432/pod failed")) },
+			name: "password in a URL",
+			log: func(l *slog.Logger) {
+				l.Error("x", "err", errors.New("dial postgres://app:hunter2@db:5432/pod failed"))
+			},
 			want:  map[string]any{"err": "dial postgres://app:" + Redacted + "@db:5432/pod failed"},
 			never: []string{"hunter2"},
 		},
