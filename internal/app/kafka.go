@@ -10,10 +10,12 @@ import (
 
 // kafkaMetrics gives a client its id and kprom hooks registered on the app's
 // registry; each client has its own hooks (kprom unregisters them on close).
-// Records and batches are counted besides bytes, by node and topic.
+// Records and batches are counted besides bytes, by node and topic, and
+// request round trips are timed.
 func (a *App) kafkaMetrics(clientID string) []kgo.Opt {
 	m := kprom.NewMetrics("pod_kafka", kprom.Registerer(withoutMisnamed{a.Registry}), kprom.WithClientLabel(),
-		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Records, kprom.Batches, kprom.UncompressedBytes))
+		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Records, kprom.Batches, kprom.UncompressedBytes),
+		kprom.Histograms(kprom.RequestDurationE2E))
 	return []kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(m)}
 }
 
