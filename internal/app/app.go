@@ -70,6 +70,7 @@ type App struct {
 	serveErr chan error
 	stopOnce sync.Once
 	stopAPI  func(context.Context) error
+	closers  []func() // run last by Stop (or a failed Start)
 }
 
 // Start builds every dependency and starts the configured roles. The
@@ -116,6 +117,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 		return nil, err
 	}
 
+	if err = a.startPprof(); err != nil {
+		return nil, err
+	}
 	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = runCancel
 	a.startGauges(runCtx)
@@ -385,6 +389,9 @@ func (a *App) Stop() {
 }
 
 func (a *App) closeDeps() {
+	for _, c := range a.closers {
+		c()
+	}
 	if a.Producer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := a.Producer.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {

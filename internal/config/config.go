@@ -33,6 +33,7 @@ var AllRoles = []string{RoleAPI, RoleDecider, RoleProjector, RolePusher, RoleDel
 type Config struct {
 	Env                 string          // POD_ENV: development or production
 	HTTPAddr            string          // POD_HTTP_ADDR
+	PprofAddr           string          // POD_PPROF_ADDR: where /debug/pprof listens; empty = off
 	DatabaseURL         string          // DATABASE_URL
 	RedisURL            string          // REDIS_URL
 	RedisPrefix         string          // POD_REDIS_PREFIX: prefix of every Redis key
@@ -155,6 +156,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 
 	str("POD_ENV", &c.Env)
 	str("POD_HTTP_ADDR", &c.HTTPAddr)
+	str("POD_PPROF_ADDR", &c.PprofAddr)
 	str("DATABASE_URL", &c.DatabaseURL)
 	str("REDIS_URL", &c.RedisURL)
 	str("POD_REDIS_PREFIX", &c.RedisPrefix)
@@ -197,6 +199,9 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		bad("POD_HTTP_ADDR: %q is not host:port", c.HTTPAddr)
+	}
+	if _, _, err := net.SplitHostPort(c.PprofAddr); c.PprofAddr != "" && err != nil {
+		bad("POD_PPROF_ADDR: %q is not host:port", c.PprofAddr)
 	}
 	if c.DatabaseURL == "" {
 		bad("DATABASE_URL: empty")

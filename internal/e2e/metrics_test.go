@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -276,5 +277,23 @@ func TestRolesWithoutAPIServeMetricsAndProbes(t *testing.T) {
 	})
 	if mfs := scrape(t, peer.Addr()); len(series(mfs, "pod_orders")) != 0 {
 		t.Errorf("a delivery-only instance exports pod_orders (counting belongs to the projector role)")
+	}
+}
+
+// TestProfilerOnlyOnItsOwnListener: with POD_PPROF_ADDR set the profiler
+// answers there, and never on the API's listener.
+func TestProfilerOnlyOnItsOwnListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	d := startDemo(t, func(c *config.Config) { c.PprofAddr = addr })
+	if r := testenv.NewClient(t, "http://"+addr, "").Get("/debug/pprof/cmdline"); r.Status != 200 || len(r.Body) == 0 {
+		t.Fatalf("profiler: %d %q", r.Status, r.Body)
+	}
+	if r := testenv.NewClient(t, "http://"+d.app.Addr(), "").Get("/debug/pprof/cmdline"); r.Status != 404 {
+		t.Fatalf("profiler on the API listener: %d", r.Status)
 	}
 }
