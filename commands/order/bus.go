@@ -65,6 +65,13 @@ func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decisi
 		func(ctx context.Context) error { return Send(ctx, b.Producer, c) }))
 }
 
+// DecideNew is Decide for a command with a fresh id (no earlier decision
+// can exist): it sends and waits, loading the decision once.
+func (b *Bus) DecideNew(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
+	return b.undecided(pgnotify.DecideNew(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.loader(c.ID),
+		func(ctx context.Context) error { return Send(ctx, b.Producer, c) }))
+}
+
 func (b *Bus) loader(commandID uuid.UUID) func(context.Context) (Decision, bool, error) {
 	return func(ctx context.Context) (Decision, bool, error) { return LoadDecision(ctx, b.Pool, commandID) }
 }

@@ -120,8 +120,8 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	for i := range draft.Lines {
 		draft.Lines[i].LineItemID = uuid.NewSHA1(orderID, fmt.Appendf(nil, "line/%d", i))
 	}
-	cmdID := in.CommandID
-	if cmdID == uuid.Nil {
+	cmdID, fresh := in.CommandID, in.CommandID == uuid.Nil
+	if fresh {
 		cmdID = uuid.New()
 	}
 
@@ -135,7 +135,11 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	}
 	cmd := Command{ID: cmdID, Kind: KindCreate, OrderID: orderID, AccountID: in.AccountID,
 		ReferenceID: draft.ReferenceID, StoreID: draft.StoreID, Details: &details}
-	dec, err := c.Bus.Decide(ctx, cmd, c.wait())
+	decide := c.Bus.Decide
+	if fresh {
+		decide = c.Bus.DecideNew
+	}
+	dec, err := decide(ctx, cmd, c.wait())
 	if err != nil {
 		if !errors.Is(err, ErrUndecided) {
 			release()

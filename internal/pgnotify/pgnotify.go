@@ -123,17 +123,26 @@ func (l *Listener) Subscribe(channel, payload string) (<-chan struct{}, func()) 
 func (l *Listener) Wait(ctx context.Context, channel, payload string, poll time.Duration, check func(context.Context) (bool, error)) error {
 	ch, cancel := l.Subscribe(channel, payload)
 	defer cancel()
+	return waitOn(ctx, ch, poll, true, check)
+}
+
+// waitOn is Wait on a subscription already made; with checkFirst false the
+// first check waits for a wake.
+func waitOn(ctx context.Context, ch <-chan struct{}, poll time.Duration, checkFirst bool, check func(context.Context) (bool, error)) error {
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		done, err := check(ctx)
-		if err != nil && ctx.Err() == nil {
-			// A failed check (Postgres blip) is retried on the next wake.
-			done = false
+		if checkFirst {
+			done, err := check(ctx)
+			if err != nil && ctx.Err() == nil {
+				// A failed check (Postgres blip) is retried on the next wake.
+				done = false
+			}
+			if done {
+				return nil
+			}
 		}
-		if done {
-			return nil
-		}
+		checkFirst = true
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -172,4 +181,27 @@ func Decide[T any](ctx context.Context, l *Listener, channel, payload string, wa
 		return zero, err
 	}
 	return Await(ctx, l, channel, payload, wait, load)
+}
+
+// DecideNew is Decide for a command whose id was never used before (made
+// for this request): there is nothing to look up before sending, and as
+// the subscription is made before the send, the decision's notification
+// cannot be missed, so the decision is loaded when notified (or at a poll)
+// rather than also right after the send. One query instead of three.
+func DecideNew[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
+	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
+	ch, cancel := l.Subscribe(channel, payload)
+	defer cancel()
+	var out T
+	if err := send(ctx); err != nil {
+		return out, err
+	}
+	ctx, stop := context.WithTimeout(ctx, wait)
+	defer stop()
+	err := waitOn(ctx, ch, 250*time.Millisecond, false, func(ctx context.Context) (bool, error) {
+		v, ok, err := load(ctx)
+		out = v
+		return ok, err
+	})
+	return out, err
 }
