@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// newHTTPClient is the client of the load and of the HTTP baseline:
+// keep-alive with an idle pool as large as the concurrency, no proxy, no
+// compression, HTTP/1.1 (what podsvc's Fiber server speaks).
+func newHTTPClient(conns int, timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          conns,
+		MaxIdleConnsPerHost:   conns,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+		ResponseHeaderTimeout: timeout,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
+// api calls podsvc's public API with the bearer token.
+type api struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// do sends one request and reads the whole answer, so the connection goes
+// back to the pool.
+func (a *api) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, raw, err
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// apiError is a non-2xx answer of a setup call.
+type apiError struct {
+	Method, Path string
+	Status       int
+	Code         string
+	Body         string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s", e.Method, e.Path, e.Status, e.Body)
+}
+
+// call sends a setup request and decodes a 2xx JSON answer into out (when
+// not nil); other statuses are an *apiError.
+func (a *api) call(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	st, raw, err := a.do(ctx, method, path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if st/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(raw, &e)
+		return &apiError{Method: method, Path: path, Status: st, Code: e.Error, Body: string(bytes.TrimSpace(raw))}
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s %s: answer is not the expected JSON: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// classify tells a refused connection (the request never reached the
+// service) from every other transport failure (it may have).
+func classify(err error) outcome {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return refused
+	}
+	return noAnswer
+}
+
+// waitReady polls /readyz until it answers 200.
+func waitReady(ctx context.Context, base string, timeout time.Duration, alive func() error) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if alive != nil {
+			if err := alive(); err != nil {
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s/readyz not ready after %s", base, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// waiting reports whether an accepted order (or one answered 503
+// "recorded") still lacks an expected webhook.
+func waiting(o *order, rcv *receiver, expect string) bool {
+	if o.outcome != accepted && !o.recorded {
+		return false
+	}
+	got, ok := rcv.arrivalsOf(o.seq)
+	if !ok || got.created.IsZero() {
+		return true
+	}
+	return o.outcome == accepted && expect == "pushed" && got.terminal.IsZero()
+}
+
+// drain waits until every accepted order's expected webhooks arrived, or
+// timeout; it shows what is still missing once a second.
+func drain(ctx context.Context, led *ledger, rcv *receiver, expect string, timeout time.Duration) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	lastSay := start
+	for {
+		missing := 0
+		led.each(func(o *order) {
+			if waiting(o, rcv, expect) {
+				missing++
+			}
+		})
+		if missing == 0 {
+			say("drain: every accepted order's webhooks arrived (%s after the load)", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		now := time.Now()
+		if now.After(deadline) {
+			say("drain: gave up after %s; %d accepted orders still lack an expected webhook", timeout, missing)
+			return
+		}
+		if now.Sub(lastSay) >= time.Second {
+			fmt.Fprintf(os.Stderr, "[drain] %d accepted orders still waiting for webhooks (%s left)\n", missing, deadline.Sub(now).Round(time.Second))
+			lastSay = now
+		}
+		if !sleepUntil(ctx, now.Add(200*time.Millisecond)) {
+			return
+		}
+	}
+}
+
+// inReadModel returns which of ids the orders read model holds: one query
+// per 5,000 ids on the orders table.
+func inReadModelDB(ctx context.Context, dbURL string, ids []string) (map[string]bool, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	found := map[string]bool{}
+	for i := 0; i < len(ids); i += 5000 {
+		rows, err := conn.Query(ctx, `SELECT order_id::text FROM orders WHERE order_id = ANY($1::uuid[])`, ids[i:min(i+5000, len(ids))])
+		if err != nil {
+			return nil, err
+		}
+		var id string
+		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { found[id] = true; return nil }); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+// inReadModelAPI pages GET /v1/orders/pod from just before the first send
+// and returns the order ids it lists.
+func inReadModelAPI(ctx context.Context, a *api, since time.Time) (map[string]bool, error) {
+	found := map[string]bool{}
+	cursor := ""
+	for {
+		q := url.Values{"from": {since.UTC().Format(time.RFC3339Nano)}, "limit": {"100"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page struct {
+			Data []struct {
+				OrderID string `json:"order_id"`
+			} `json:"data"`
+			NextCursor *string `json:"next_cursor"`
+		}
+		if err := a.call(ctx, "GET", "/v1/orders/pod?"+q.Encode(), nil, &page); err != nil {
+			return nil, err
+		}
+		for _, o := range page.Data {
+			found[o.OrderID] = true
+		}
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return found, nil
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// verdict is the end check.
+type verdict struct {
+	Accepted              int     // 201s, warmup included
+	MissingFromReadModel  int     // 201 but not in the read model
+	MissingCreatedWebhook int     // 201 but order.created never arrived
+	MissingPushedWebhook  int     // --expect pushed: no SUCCESS/FAILED status update arrived
+	Lost                  int     // accepted orders missing from the read model or without order.created
+	Duplicated            int     // event ids that arrived again after a 2xx, outside a crash window
+	DuplicateDeliveries   int     // the extra arrivals of those
+	RedeliveredAfterCrash int     // event ids answered 2xx before a kill -9 and delivered again after it
+	RedeliveredWindowMs   float64 // the longest time before the crash one of those was first answered
+	Unknown               int     // no answer (connection reset, timeout): outcome unknown
+	UnknownCreated        int     // … of which order.created arrived anyway
+	RejectedButCreated    int     // non-201 answers whose order.created arrived (e.g. a 503 after the decision wait)
+	Recorded              int     // 503s saying the request was recorded and will still be applied
+	RecordedNotApplied    int     // … of which order.created never arrived
+	CheckedBy             string  // db or api
+	CheckErr              string
+	DupExamples           []string
+	RedeliveredExamples   []string
+}
+
+// check decides lost and duplicated. present is the read model's answer
+// (nil when it could not be read).
+func check(led *ledger, rcv *receiver, present map[string]bool, expect string, crashes []time.Time) verdict {
+	var v verdict
+	led.each(func(o *order) {
+		got, ok := rcv.arrivalsOf(o.seq)
+		created := ok && !got.created.IsZero()
+		switch o.outcome {
+		case accepted:
+			v.Accepted++
+			lost := false
+			if present != nil && !present[o.orderID] {
+				v.MissingFromReadModel++
+				lost = true
+			}
+			if !created {
+				v.MissingCreatedWebhook++
+				lost = true
+			}
+			if expect == "pushed" && (!ok || got.terminal.IsZero()) {
+				v.MissingPushedWebhook++
+			}
+			if lost {
+				v.Lost++
+			}
+		case noAnswer, refused:
+			v.Unknown++
+			if created {
+				v.UnknownCreated++
+			}
+		case rejected:
+			if created {
+				v.RejectedButCreated++
+			}
+			if o.recorded {
+				v.Recorded++
+				if !created {
+					v.RecordedNotApplied++
+				}
+			}
+		}
+	})
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	for id, ev := range rcv.events {
+		if len(ev.arrivals) < 2 {
+			continue
+		}
+		first := ev.arrivals[0]
+		if c, ok := crashBetween(crashes, first, ev.arrivals[len(ev.arrivals)-1]); ok {
+			v.RedeliveredAfterCrash++
+			v.RedeliveredWindowMs = max(v.RedeliveredWindowMs, float64(c.Sub(first))/float64(time.Millisecond))
+			if len(v.RedeliveredExamples) < 5 {
+				v.RedeliveredExamples = append(v.RedeliveredExamples, fmt.Sprintf("%s %s ×%d: first %s before the kill, again %s after it",
+					id, ev.topic, len(ev.arrivals), c.Sub(first).Round(time.Millisecond), ev.arrivals[1].Sub(c).Round(time.Millisecond)))
+			}
+			continue
+		}
+		v.Duplicated++
+		v.DuplicateDeliveries += len(ev.arrivals) - 1
+		if len(v.DupExamples) < 5 {
+			v.DupExamples = append(v.DupExamples, fmt.Sprintf("%s %s ×%d, %s apart", id, ev.topic, len(ev.arrivals),
+				ev.arrivals[1].Sub(first).Round(time.Millisecond)))
+		}
+	}
+	return v
+}
+
+// crashBetween finds a crash after a and no later than b.
+func crashBetween(crashes []time.Time, a, b time.Time) (time.Time, bool) {
+	for _, c := range crashes {
+		if c.After(a) && !c.After(b) {
+			return c, true
+		}
+	}
+	return time.Time{}, false
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRank(t *testing.T) {
+	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, c := range []struct{ p, want float64 }{{50, 5}, {90, 9}, {99, 10}, {100, 10}, {1, 1}} {
+		if got := rank(v, c.p); got != c.want {
+			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if s := summarize(nil); s.N != 0 {
+		t.Errorf("empty summary: %+v", s)
+	}
+}
+
+func TestLedgerReferences(t *testing.T) {
+	l := newLedger("abcd")
+	for range chunkSize + 3 {
+		l.add()
+	}
+	n := 0
+	l.each(func(o *order) {
+		if o.seq != n {
+			t.Fatalf("entry %d has seq %d", n, o.seq)
+		}
+		if seq, ok := l.seqOf(o.ref); !ok || seq != n {
+			t.Fatalf("seqOf(%q) = %d, %v", o.ref, seq, ok)
+		}
+		n++
+	})
+	if n != chunkSize+3 {
+		t.Fatalf("each saw %d entries", n)
+	}
+	for _, ref := range []string{"pb-other-1", "pb-abcd-", "pb-abcd-x", "SHOP-1"} {
+		if _, ok := l.seqOf(ref); ok {
+			t.Errorf("seqOf(%q) claims the reference", ref)
+		}
+	}
+}
+
+func TestValidSignature(t *testing.T) {
+	secret, ts, body := "whsec_abc", "1795252800", []byte(`{"id":"x"}`)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "." + string(body)))
+	sig := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	if !validSignature(secret, ts, body, sig) {
+		t.Fatal("a correct signature was refused")
+	}
+	if validSignature(secret, ts, []byte(`{"id":"y"}`), sig) || validSignature("whsec_other", ts, body, sig) ||
+		validSignature(secret, "1795252801", body, sig) {
+		t.Fatal("a wrong signature was accepted")
+	}
+}
+
+func TestParseLag(t *testing.T) {
+	text := `# HELP pod_consumer_lag Records not yet committed.
+# TYPE pod_consumer_lag gauge
+pod_consumer_lag{group="projections.orders",partition="0",topic="pod.order.events"} 3
+pod_consumer_lag{group="projections.orders",partition="1",topic="pod.order.events"} 4
+pod_consumer_lag{group="delivery.sender",partition="0",topic="pod.webhook.deliveries"} 1e+01
+pod_consumer_lag_seconds{group="projections.orders"} 99
+pod_topic_end_offset{partition="0",topic="pod.order.events"} 1000
+`
+	sums, found := parseLag(strings.NewReader(text))
+	if !found || sums["projections.orders"] != 7 || sums["delivery.sender"] != 10 || len(sums) != 2 {
+		t.Fatalf("parseLag = %v, %v", sums, found)
+	}
+	if _, found := parseLag(strings.NewReader("pod_other 1\n")); found {
+		t.Fatal("found lag where there is none")
+	}
+}
+
+func TestCheckClassifiesRepeats(t *testing.T) {
+	led := newLedger("r")
+	o := led.add()
+	o.outcome, o.orderID = accepted, "11111111-1111-1111-1111-111111111111"
+	lost := led.add()
+	lost.outcome, lost.orderID = accepted, "22222222-2222-2222-2222-222222222222"
+	rcv := &receiver{led: led, events: map[string]*eventSeen{}, orders: map[int]*orderSeen{}, byTopic: map[string]int{}}
+	t0 := time.Now()
+	env := func(id, topic string) envelope {
+		var e envelope
+		e.ID, e.Topic = id, topic
+		e.Data.Order.ID, e.Data.Order.ReferenceID = o.orderID, o.ref
+		return e
+	}
+	rcv.record(env("e1", "order.created"), t0)
+	rcv.record(env("e1", "order.created"), t0.Add(time.Second)) // again, no crash in between
+	rcv.record(env("e2", "order.status_updated"), t0)
+	rcv.record(env("e2", "order.status_updated"), t0.Add(3*time.Second)) // again, across the crash
+	crash := t0.Add(2 * time.Second)
+	present := map[string]bool{o.orderID: true}
+	v := check(led, rcv, present, "created", []time.Time{crash})
+	if v.Accepted != 2 || v.Lost != 1 || v.MissingFromReadModel != 1 || v.MissingCreatedWebhook != 1 {
+		t.Errorf("loss: %+v", v)
+	}
+	if v.Duplicated != 1 || v.DuplicateDeliveries != 1 || v.RedeliveredAfterCrash != 1 || v.RedeliveredWindowMs != 2000 {
+		t.Errorf("repeats: %+v", v)
+	}
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"math"
+	"os"
+	"sync"
+	"time"
+)
+
+// run carries out one benchmark and returns the exit code.
+func run(ctx context.Context, o options) int {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	runID := hex.EncodeToString(b[:])
+	led := newLedger(runID)
+
+	// Receivers first: a started podsvc must allow their addresses.
+	rcv, err := startReceiver(o.receiverAddr, led)
+	if err != nil {
+		say("webhook receiver: %v", err)
+		return exitSetup
+	}
+	defer rcv.close()
+	var bads []*badReceiver
+	allow := []string{rcv.addr}
+	for i, kind := range o.badReceivers {
+		br, err := startBadReceiver(kind, badAddr(o.receiverAddr, i), "http://"+rcv.addr, o.badSleep)
+		if err != nil {
+			say("%v", err)
+			return exitSetup
+		}
+		defer br.close()
+		bads = append(bads, br)
+		allow = append(allow, br.addr)
+	}
+
+	target, dbURL := o.target, o.databaseURL
+	var svc *podsvc
+	code := exitSetup // what the deferred clean-up sees
+	if target == "" {
+		svc, err = newPodsvc(ctx, o, runID, allow)
+		if svc != nil {
+			defer func() { svc.cleanup(o.keep, code != exitOK) }()
+		}
+		if err != nil {
+			say("%v", err)
+			return exitSetup
+		}
+		target, dbURL = svc.base(), svc.dbURL
+	}
+
+	// Baselines, while the machine is otherwise quiet (before a podsvc of
+	// our own starts).
+	var pgBase, httpBase *float64
+	if o.baseline {
+		dummy := variant{VariantID: "00000000-0000-0000-0000-000000000000", Category: "tshirt"}
+		say("baseline: plain INSERTs into Postgres, %d connections, %s", o.concurrency, o.baselineDuration)
+		if v, err := pgBaseline(ctx, dbURL, runID, o.concurrency, o.baselineDuration, dummy.body("baseline")); err != nil {
+			say("baseline: Postgres INSERTs failed: %v", err)
+		} else {
+			pgBase = ptr(round(v, 1))
+		}
+		say("baseline: bare Fiber handler on loopback, %d clients, %s", o.concurrency, o.baselineDuration)
+		if v, err := httpBaseline(ctx, o.concurrency, o.baselineDuration, o.timeout, dummy); err != nil {
+			say("baseline: HTTP failed: %v", err)
+		} else {
+			httpBase = ptr(round(v, 1))
+		}
+	}
+
+	if svc != nil {
+		say("starting podsvc on %s (database %s, Redis prefix %q, log %s)", svc.addr, svc.dbName, svc.redisPrefix, svc.logPath)
+		t0 := time.Now()
+		if err := svc.start(ctx); err != nil {
+			say("%v", err)
+			return exitSetup
+		}
+		say("podsvc ready after %s (pid %d)", time.Since(t0).Round(time.Millisecond), svc.pid())
+	}
+
+	conns := o.concurrency
+	if o.openLoop() {
+		conns = o.maxInFlight
+	}
+	a := &api{base: target, token: o.token, hc: newHTTPClient(conns, o.timeout)}
+	v, err := awaitVariant(ctx, a, o.category, 60*time.Second)
+	if err != nil {
+		say("finding a variant to order: %v", err)
+		return exitSetup
+	}
+	say("ordering variant %s (%s, %s) of store %q", v.VariantID, v.SKU, v.Category, v.StoreName)
+
+	// Webhooks: the good receiver and the bad ones, every topic.
+	tops := topics(ctx, a)
+	var hookIDs []string
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, id := range hookIDs {
+			_ = a.call(dctx, "DELETE", "/v1/me/webhooks/"+id, nil, nil)
+		}
+	}()
+	good, err := registerWebhook(ctx, a, rcv.url, runID+" good", tops)
+	if err != nil {
+		say("registering the webhook: %v", err)
+		return exitSetup
+	}
+	hookIDs = append(hookIDs, good.ID)
+	rcv.secret.Store(&good.Secret)
+	badIDs := map[*badReceiver]string{}
+	for _, br := range bads {
+		w, err := registerWebhook(ctx, a, br.url, runID+" "+br.kind, tops)
+		if err != nil {
+			say("registering the %s webhook: %v", br.kind, err)
+			return exitSetup
+		}
+		hookIDs = append(hookIDs, w.ID)
+		badIDs[br] = w.ID
+	}
+	say("webhooks registered for %v: %s%s", tops, rcv.url, badList(bads))
+
+	// Samplers.
+	sctx, stopSamplers := context.WithCancel(ctx)
+	defer stopSamplers()
+	pidOf := func() int { return o.pid }
+	if svc != nil {
+		pidOf = svc.pid
+	}
+	proc := newProcSampler(pidOf)
+	lag := newLagScraper(target)
+	go proc.run(sctx)
+	go lag.run(sctx)
+
+	every := o.visibleEvery
+	if every <= 0 {
+		every = 5
+		if o.openLoop() {
+			every = max(1, int(math.Ceil(o.rate/100)))
+		}
+	}
+	vis := startVisibility(ctx, a, every, o.visibleWorkers)
+
+	var faultEnv []string
+	if svc != nil {
+		faultEnv = append(faultEnv, "PODBENCH_TARGET="+target, "PODBENCH_DATA_DIR="+svc.dataDir, "PODBENCH_DATABASE_URL="+svc.dbURL)
+	}
+	faults := newFaultRun(o.fault, svc, faultEnv)
+	st := newLoadStats()
+	start := time.Now()
+	warmEnd := start.Add(o.warmup)
+	end := warmEnd.Add(o.duration)
+	gen := &generator{o: o, api: a, led: led, v: v, st: st, vis: vis, faults: faults, warmEnd: warmEnd}
+
+	mode := "closed loop"
+	if o.openLoop() {
+		mode = "open loop"
+	}
+	say("load: %s, %s warmup + %s", mode, o.warmup, o.duration)
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); faults.run(ctx, warmEnd) }()
+	go func() {
+		defer bg.Done()
+		if sleepUntil(ctx, warmEnd) {
+			proc.begin()
+			if sleepUntil(ctx, end) {
+				proc.end()
+			}
+		}
+	}()
+	pctx, stopProgress := context.WithCancel(ctx)
+	progressDone := make(chan struct{})
+	go func() { defer close(progressDone); progress(pctx, st, rcv, faults, warmEnd, end) }()
+
+	gen.run(ctx, start, end)
+	bg.Wait() // the fault's recovery (a restart) is part of the run
+	stopProgress()
+	<-progressDone
+	vis.stop()
+	if ctx.Err() != nil {
+		say("interrupted")
+		return exitSetup
+	}
+
+	drain(ctx, led, rcv, o.expect, o.drainTimeout)
+	if o.settle > 0 {
+		sleepUntil(ctx, time.Now().Add(o.settle))
+	}
+	stopSamplers()
+
+	// The read model.
+	var ids []string
+	led.each(func(x *order) {
+		if x.outcome == accepted {
+			ids = append(ids, x.orderID)
+		}
+	})
+	var present map[string]bool
+	checkedBy, checkErr := o.check, ""
+	if o.check == "db" {
+		if present, err = inReadModelDB(ctx, dbURL, ids); err != nil {
+			say("read model check over Postgres failed (%v); paging the API instead", err)
+			checkedBy = "api"
+		}
+	}
+	if present == nil {
+		if present, err = inReadModelAPI(ctx, a, start.Add(-time.Minute)); err != nil {
+			checkErr = err.Error()
+			present = nil
+		}
+	}
+	vd := check(led, rcv, present, o.expect, faults.report(warmEnd).Crashes)
+	vd.CheckedBy, vd.CheckErr = checkedBy, checkErr
+
+	var badReports []badReport
+	for _, br := range bads {
+		rep := br.report()
+		if w, err := webhookState(ctx, a, badIDs[br]); err == nil {
+			rep.IsActive, rep.ConsecutiveFailures, rep.DisabledReason = &w.IsActive, &w.ConsecutiveFailures, w.DisabledReason
+		}
+		badReports = append(badReports, rep)
+	}
+
+	res := buildResult(runData{o: o, target: target, started: svc != nil, v: v, led: led, st: st, vis: vis, rcv: rcv,
+		lag: lag.report(), proc: proc.report(), faults: faults.report(warmEnd), verdict: vd, pgBase: pgBase, httpBase: httpBase,
+		bad: badReports, warmEnd: warmEnd, end: end})
+	if o.jsonOut {
+		err = printJSON(os.Stdout, res)
+	} else {
+		err = printTable(os.Stdout, res)
+	}
+	if err != nil {
+		say("writing the report: %v", err)
+	}
+	if o.jsonFile != "" {
+		if err := writeJSONFile(o.jsonFile, res); err != nil {
+			say("writing %s: %v", o.jsonFile, err)
+		}
+	}
+	code = exitOK
+	if !res.OK {
+		code = exitFailed
+	}
+	return code
+}
+
+func badList(bads []*badReceiver) string {
+	s := ""
+	for _, b := range bads {
+		s += ", " + b.url
+	}
+	return s
+}
