@@ -3,14 +3,15 @@ STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_FLAGS    ?= -race -count=1 -timeout 15m
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run test lint bench services build fmt fuzz-short
+.PHONY: run test lint bench services build fmt fuzz-short docs
 
 ## run: start Postgres/Redis if needed, then podsvc with every role, embedded Kafka and demo data
-run: services
+run: services docs
 	$(GO) run ./cmd/podsvc
 
 ## test: every test (unit, integration, end-to-end) against real Postgres, Redis and in-process Kafka
-test: services
+test: services docs
+	@bash deploy/local/chromium.sh
 	$(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
@@ -21,18 +22,19 @@ fuzz-short:
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateOrder$$' -fuzztime $(FUZZ_EXECS) ./commands/order/
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZ_EXECS) ./delivery/
 
-## lint: formatting, vet, staticcheck
+## lint: formatting, vet, staticcheck, and the deploy files (promtool, deploy/validate)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	GO=$(GO) bash deploy/lint.sh
 
 ## bench: Go benchmarks
 bench: services
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 ## build: binaries into bin/
-build:
+build: docs
 	$(GO) build -o bin/ ./cmd/...
 
 services:
@@ -40,3 +42,12 @@ services:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## docs: the API docs page's renderer (Redoc, from npm) into http/docsassets, embedded by
+## http/docs.go; rebuilt only when web/docs's lock file, package.json or build script is
+## newer than the last build's manifest (its stamp)
+DOCS_STAMP := http/docsassets/manifest.json
+docs: $(DOCS_STAMP)
+$(DOCS_STAMP): web/docs/package-lock.json web/docs/package.json web/docs/build.mjs web/docs/.npmrc
+	@command -v npm >/dev/null || { echo "make docs: npm (Node.js) is needed to build the docs page's renderer from web/docs"; exit 1; }
+	cd web/docs && npm ci --no-audit --no-fund --ignore-scripts && node build.mjs
