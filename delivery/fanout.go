@@ -53,7 +53,12 @@ type clientData struct {
 func clientPayload(ev schemas.Event, d schemas.OrderEventData) (json.RawMessage, error) {
 	o := d.Order
 	data := clientData{Order: clientOrder{ID: o.ID, ReferenceID: o.ReferenceID, StoreID: o.StoreID, ClientStatus: o.ClientStatus,
-		ShipmentStatus: o.ShipmentStatus, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}, Tracking: d.Tracking, Previous: d.Previous}
+		ShipmentStatus: o.ShipmentStatus, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}, Tracking: d.Tracking}
+	if ev.Type == schemas.TypeOrderStatusUpdated || ev.Type == schemas.TypeTrackingUpdated {
+		// The interface: previous only on these two topics (the order.cancelled
+		// event carries it on the log, for consumers of the topic).
+		data.Previous = d.Previous
+	}
 	env, err := schemas.NewEventWithID(ev.ID, ev.Type, ev.OccurredAt, data)
 	if err != nil {
 		return nil, err
