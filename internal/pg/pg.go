@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"io/fs"
 	"time"
 
@@ -105,11 +106,20 @@ func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	// Any failure to connect, whatever the server said (refused, too many
+	// connections, starting up, unknown database), is the database being
+	// unavailable to us, not a fault of the request.
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// 57P01..57P03: admin shutdown, crash shutdown, cannot connect now; 08: connection exceptions.
-		return pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03" || pgErr.Code[:2] == "08"
+		// 57P01..57P03: admin shutdown, crash shutdown, cannot connect now;
+		// 08: connection exceptions; 53: insufficient resources (too many
+		// connections, out of memory or disk).
+		return pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03" ||
+			strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53")
 	}
-	var connErr *pgconn.ConnectError
-	return errors.As(err, &connErr) || pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
+	return pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
 }
