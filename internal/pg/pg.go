@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
