@@ -47,7 +47,7 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 		// The order exists (decided and durable); only the read model lags.
 		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
 	}
-	res, err := o.Queries.Get(ctx, in.AccountID, created.OrderID)
+	res, err := o.Queries.Entered(ctx, in.AccountID, created.OrderID)
 	if err != nil {
 		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
 	}

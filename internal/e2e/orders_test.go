@@ -217,6 +217,11 @@ func TestPendingQueueAndCancel(t *testing.T) {
 	if qr.Status != "FAILED" || qr.QueuePosition != nil {
 		t.Fatalf("queue record of a cancelled order: %+v", qr)
 	}
+	// A new order takes the place behind the two still waiting.
+	if o := create(t, d.client, tshirtOrder(v.VariantID, "queue-3", 1)); o.QueuePosition == nil || *o.QueuePosition != 3 {
+		t.Fatalf("order created after a cancel: queue position %v, want 3", o.QueuePosition)
+	}
+	checkStoreQueues(t, d)
 	// Cancelled events: order.cancelled with previous PENDING, no status_updated.
 	evs := orderEvents(t, d, ids[0], 2)
 	if evs[1].Type != schemas.TypeOrderCancelled || !strings.Contains(string(evs[1].Data), `"previous":{"status":"PENDING"}`) {
@@ -288,6 +293,7 @@ func TestCancelRacingPush(t *testing.T) {
 		t.Fatalf("the platform received %d orders, %d were not cancelled", n, pushed)
 	}
 	t.Logf("cancel won %d times, push won %d times", cancelled, pushed)
+	checkStoreQueues(t, d)
 }
 
 func TestConcurrentCreatesOneReference(t *testing.T) {
@@ -412,4 +418,24 @@ func TestOrderTenantIsolation(t *testing.T) {
 	if r := d.client.Do("POST", "/v1/orders/pod/"+id+"/cancel", nil); r.Status != 200 {
 		t.Fatalf("owner cancel: %d %s", r.Status, r.Body)
 	}
+}
+
+// checkStoreQueues: the projector's per-store queue counts equal a count of
+// the PENDING orders (once the projection is idle).
+func checkStoreQueues(t *testing.T, d demoEnv) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, func() error {
+		var bad int
+		err := d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM (
+			SELECT store_id, count(*) AS n FROM orders WHERE status = 'PENDING' GROUP BY store_id) c
+			FULL JOIN store_queues q USING (store_id)
+			WHERE coalesce(c.n, 0) <> coalesce(q.pending, 0)`).Scan(&bad)
+		if err != nil {
+			return err
+		}
+		if bad > 0 {
+			return fmt.Errorf("%d stores whose queue count differs from their PENDING orders", bad)
+		}
+		return nil
+	})
 }

@@ -15,7 +15,11 @@ import (
 // tableRows renders every row of a table, ordered, as text.
 func tableRows(t *testing.T, pool *pgxpool.Pool, table, order string) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), fmt.Sprintf(`SELECT row_to_json(x)::text FROM %s x ORDER BY %s`, table, order))
+	// entry_position is the place an order took when it entered its store's
+	// queue as the projector saw it then; with events of several partitions
+	// applied in another interleaving it can differ, so it is left out (the
+	// store queue counts, compared too, must agree).
+	rows, err := pool.Query(context.Background(), fmt.Sprintf(`SELECT (to_jsonb(x) - 'entry_position')::text FROM %s x ORDER BY %s`, table, order))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +86,7 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 		"order_push_attempts": tableRows(t, pool, "order_push_attempts", "order_id, attempt"),
 		"products":            tableRows(t, pool, "products", "product_id"),
 		"variants":            tableRows(t, pool, "variants", "variant_id"),
+		"store_queues":        tableRows(t, pool, "store_queues", "store_id"),
 	}
 	if len(before["orders"]) != 6 || len(before["order_push_attempts"]) < 6 {
 		t.Fatalf("read model before the replay: %d orders, %d attempts", len(before["orders"]), len(before["order_push_attempts"]))
@@ -94,7 +99,7 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 	}
 	for table, rows := range before {
 		after := tableRows(t, pool, table, map[string]string{"orders": "order_id", "order_push_attempts": "order_id, attempt",
-			"products": "product_id", "variants": "variant_id"}[table])
+			"products": "product_id", "variants": "variant_id", "store_queues": "store_id"}[table])
 		if strings.Join(after, "\n") != strings.Join(rows, "\n") {
 			t.Fatalf("%s differs after the replay:\nbefore %v\nafter  %v", table, rows, after)
 		}

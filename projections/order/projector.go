@@ -25,7 +25,7 @@ const NotifyProjected = "order_projected"
 
 // Tables are the read model tables this projector owns (podctl replay
 // empties them), children first.
-var Tables = []string{"order_push_attempts", "orders"}
+var Tables = []string{"order_push_attempts", "orders", "store_queues"}
 
 // Projector returns the consumer that builds the order read model. Every
 // write is conditional on the order's version (record header), so an event
@@ -76,12 +76,17 @@ func queue(b *pgx.Batch, ev schemas.Event, d schemas.OrderEventData, version int
 		if c == nil {
 			return
 		}
-		b.Queue(`INSERT INTO orders (order_id, account_id, store_id, reference_id, status, duplicate, addon_service,
+		// The order enters its store's queue last: its place is the queue's
+		// length with it, and the store's count grows by one.
+		b.Queue(`WITH ins AS (INSERT INTO orders (order_id, account_id, store_id, reference_id, status, duplicate, addon_service,
 			pricing, created_via, customer, shipping_address, label_link, tracking_number, shipping_service, note, tags,
-			line_items, idempotency_key, queued_at, created_at, updated_at, version)
+			line_items, idempotency_key, queued_at, created_at, updated_at, version, entry_position)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULLIF($12, ''), NULLIF($13, ''), $14, NULLIF($15, ''),
-			NULLIF($16, ''), $17, $18, $19, $19, $20, $21)
-			ON CONFLICT (order_id) DO NOTHING`,
+			NULLIF($16, ''), $17, $18, $19, $19, $20, $21,
+			COALESCE((SELECT pending FROM store_queues WHERE store_id = $3), 0) + 1)
+			ON CONFLICT (order_id) DO NOTHING RETURNING store_id)
+			INSERT INTO store_queues (store_id, pending) SELECT store_id, 1 FROM ins
+			ON CONFLICT (store_id) DO UPDATE SET pending = store_queues.pending + 1`,
 			o.ID, o.AccountID, o.StoreID, o.ReferenceID, schemas.StatusPending, c.Duplicate, nonNil(c.AddonService),
 			jsonOrNull(c.Pricing), c.CreatedVia, jsonOrNull(c.Customer), jsonOrNull(c.ShippingAddress), c.LabelLink,
 			c.TrackingNumber, c.ShippingService, c.Note, c.Tags, jsonOrNull(c.Lines), c.IdempotencyKey, o.CreatedAt,
@@ -95,11 +100,21 @@ func queue(b *pgx.Batch, ev schemas.Event, d schemas.OrderEventData, version int
 		if p := d.Push; p != nil && to == schemas.StatusSuccess {
 			platformID, platformNumber = p.PlatformOrderID, p.PlatformOrderNumber
 		}
-		b.Queue(`UPDATE orders SET status = $3, updated_at = $4, version = $2,
-			queued_at = CASE WHEN $3 = 'PENDING' THEN $5 ELSE queued_at END,
-			platform_order_id = COALESCE(NULLIF($6, ''), platform_order_id),
-			platform_order_number = COALESCE(NULLIF($7, ''), platform_order_number)
-			WHERE order_id = $1 AND version < $2`,
+		// Entering or leaving PENDING moves the store's queue count with it;
+		// an order entering takes the last place.
+		b.Queue(`WITH old AS (SELECT order_id, status FROM orders WHERE order_id = $1 AND version < $2 FOR UPDATE),
+			upd AS (UPDATE orders o SET status = $3, updated_at = $4, version = $2,
+				queued_at = CASE WHEN $3 = 'PENDING' THEN $5 ELSE o.queued_at END,
+				entry_position = CASE WHEN $3 = 'PENDING' AND old.status <> 'PENDING'
+					THEN COALESCE((SELECT pending FROM store_queues q WHERE q.store_id = o.store_id), 0) + 1
+					ELSE o.entry_position END,
+				platform_order_id = COALESCE(NULLIF($6, ''), o.platform_order_id),
+				platform_order_number = COALESCE(NULLIF($7, ''), o.platform_order_number)
+				FROM old WHERE o.order_id = old.order_id
+				RETURNING o.store_id, old.status AS was, o.status AS now)
+			INSERT INTO store_queues (store_id, pending)
+			SELECT store_id, (now = 'PENDING')::int - (was = 'PENDING')::int FROM upd WHERE (now = 'PENDING') <> (was = 'PENDING')
+			ON CONFLICT (store_id) DO UPDATE SET pending = store_queues.pending + excluded.pending`,
 			o.ID, version, to, o.UpdatedAt, at, platformID, platformNumber)
 		if p := d.Push; p != nil {
 			switch to {

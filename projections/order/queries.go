@@ -197,6 +197,27 @@ func (q Queries) Get(ctx context.Context, account, id uuid.UUID) (Order, error) 
 	return o, q.fillQueue(ctx, &o)
 }
 
+// Entered returns one order of the account with, while it is PENDING, the
+// place it took when it entered the queue (what a create answers), read
+// from the row instead of counted over the store's queue.
+func (q Queries) Entered(ctx context.Context, account, id uuid.UUID) (Order, error) {
+	var o Order
+	var entry *int
+	err := scanOrder(q.Pool.QueryRow(ctx, `SELECT `+orderColumns+`, entry_position FROM orders WHERE order_id = $1 AND account_id = $2`,
+		id, account), &o, &entry)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Order{}, ErrNotFound
+	}
+	if err != nil {
+		return Order{}, err
+	}
+	if o.Status == schemas.StatusPending && entry != nil {
+		o.QueuePosition = entry
+		return o, nil
+	}
+	return o, q.fillQueue(ctx, &o)
+}
+
 // WithStatus is o as it was right after a decision that left it in status
 // (a GET may already see a later status; a command's response shows its own).
 func (q Queries) WithStatus(ctx context.Context, o Order, status string) (Order, error) {
@@ -206,9 +227,10 @@ func (q Queries) WithStatus(ctx context.Context, o Order, status string) (Order,
 	o.Status = status
 	if status == schemas.StatusPending {
 		// Its place when it re-entered the queue: behind everything queued.
+		// The read model does not count it as PENDING (its status differs).
 		var n int
-		if err := q.Pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE store_id = $1 AND status = 'PENDING'
-			AND order_id <> $2`, o.StoreID, o.OrderID).Scan(&n); err != nil {
+		err := q.Pool.QueryRow(ctx, `SELECT pending FROM store_queues WHERE store_id = $1`, o.StoreID).Scan(&n)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return o, err
 		}
 		n++
