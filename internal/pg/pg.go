@@ -35,6 +35,10 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		cfg.MaxConns = 32
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		registerUUID(c.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres pool: %w", err)

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/printpod/pod/internal/testenv"
 )
 
 func TestIsUnavailable(t *testing.T) {
@@ -45,5 +47,44 @@ func TestIsUnavailable(t *testing.T) {
 				t.Fatalf("IsUnavailable(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestUUIDRoundTrip: uuid.UUID values, slices and pointers go to
+// Postgres as uuid and come back equal through a pool from Open.
+func TestUUIDRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	pool, err := Open(ctx, testenv.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	a, b := uuid.New(), uuid.New()
+	var back uuid.UUID
+	var text string
+	if err := pool.QueryRow(ctx, `SELECT $1::uuid, $1::uuid::text`, a).Scan(&back, &text); err != nil {
+		t.Fatal(err)
+	}
+	if back != a || text != a.String() {
+		t.Fatalf("round trip: %s %s, want %s", back, text, a)
+	}
+	var ids []uuid.UUID
+	if err := pool.QueryRow(ctx, `SELECT array_agg(x ORDER BY o) FROM unnest($1::uuid[]) WITH ORDINALITY AS t(x, o)`,
+		[]uuid.UUID{a, b}).Scan(&ids); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || ids[0] != a || ids[1] != b {
+		t.Fatalf("array: %v", ids)
+	}
+	var found bool
+	if err := pool.QueryRow(ctx, `SELECT $1 = ANY($2::uuid[])`, b, []uuid.UUID{a, b}).Scan(&found); err != nil || !found {
+		t.Fatalf("ANY: %v %v", found, err)
+	}
+	var maybe *uuid.UUID
+	if err := pool.QueryRow(ctx, `SELECT NULL::uuid`).Scan(&maybe); err != nil || maybe != nil {
+		t.Fatalf("NULL into *uuid.UUID: %v %v", maybe, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT $1::uuid`, &b).Scan(&maybe); err != nil || maybe == nil || *maybe != b {
+		t.Fatalf("pointer: %v %v", maybe, err)
 	}
 }
