@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,16 +58,26 @@ func (d *Decider) Consumer() stream.Consumer {
 		Topics:   []string{schemas.TopicOrderCommands},
 		Handle:   d.handle,
 		MaxBatch: 500,
+		// Each partition's outbox is published in its own transaction under
+		// its own offsets lock, so the partitions of a batch are published
+		// at once rather than one after another (the consumer loop waits).
 		AfterCommit: func(ctx context.Context, recs []*kgo.Record) {
 			seen := map[int32]bool{}
+			var wg sync.WaitGroup
 			for _, r := range recs {
-				if !seen[r.Partition] {
-					seen[r.Partition] = true
-					if err := d.flush(ctx, r.Partition); err != nil {
-						d.Log.Warn("publishing order events failed; the relay retries", "partition", r.Partition, "err", err)
-					}
+				if seen[r.Partition] {
+					continue
 				}
+				seen[r.Partition] = true
+				wg.Add(1)
+				go func(p int32) {
+					defer wg.Done()
+					if err := d.flush(ctx, p); err != nil {
+						d.Log.Warn("publishing order events failed; the relay retries", "partition", p, "err", err)
+					}
+				}(r.Partition)
 			}
+			wg.Wait()
 		},
 	}
 }
