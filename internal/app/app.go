@@ -44,7 +44,8 @@ import (
 type App struct {
 	Config      config.Config
 	Log         *slog.Logger
-	Pool        *pgxpool.Pool
+	Pool        *pgxpool.Pool // the API's (and operator tasks')
+	Work        *pgxpool.Pool // deciders, projectors, pusher and delivery: never waits behind requests
 	Redis       *redis.Client
 	Producer    *kgo.Client
 	Brokers     []string
@@ -94,6 +95,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	if a.Pool, err = pg.Open(ctx, cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
+	if a.Work, err = pg.NewPool(ctx, cfg.DatabaseURL, 16); err != nil {
+		return nil, err
+	}
 	rdb.UseLogger(log)
 	if a.Redis, err = rdb.Open(ctx, cfg.RedisURL); err != nil {
 		return nil, err
@@ -123,7 +127,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = runCancel
 	a.startGauges(runCtx)
-	runner := &stream.Runner{Pool: a.Pool, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry)}
+	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry)}
 
 	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch,
 		webhook.NotifyDecided)
@@ -136,15 +140,15 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 		a.runConsumer(runCtx, runner, catalogrm.Projector(log))
 		a.runConsumer(runCtx, runner, orderrm.Projector(log))
 		a.runConsumer(runCtx, runner, deliveryrm.Projector(log))
-		a.goRun(func() { deliveryrm.Sweeper(runCtx, a.Pool, cfg.DeliveryRetention, time.Hour, log) })
+		a.goRun(func() { deliveryrm.Sweeper(runCtx, a.Work, cfg.DeliveryRetention, time.Hour, log) })
 	}
 	if cfg.HasRole(config.RoleDecider) {
-		decider := &order.Decider{Pool: a.Pool, Producer: a.Producer, Log: log}
+		decider := &order.Decider{Pool: a.Work, Producer: a.Producer, Log: log}
 		a.runConsumer(runCtx, runner, decider.Consumer())
 		a.goRun(func() { decider.Relay(runCtx, time.Second) })
 		a.runConsumer(runCtx, runner, order.FulfillmentBridge(a.Producer, log))
-		a.runConsumer(runCtx, runner, (&webhook.Decider{Pool: a.Pool, Producer: a.Producer, Log: log}).Consumer())
-		a.goRun(func() { pruneWebhookDecisions(runCtx, a.Pool, log) })
+		a.runConsumer(runCtx, runner, (&webhook.Decider{Pool: a.Work, Producer: a.Producer, Log: log}).Consumer())
+		a.goRun(func() { pruneWebhookDecisions(runCtx, a.Work, log) })
 	}
 	if cfg.HasRole(config.RoleDelivery) {
 		a.startDelivery(runCtx, runner)
@@ -187,7 +191,7 @@ func (a *App) startGauges(ctx context.Context) {
 	lag := kafka.NewLag(a.Registry, kadm.NewClient(a.Producer), ConsumerGroups, schemas.AllTopics(), a.Log)
 	var counts *orderrm.StatusCounts
 	if a.Config.HasRole(config.RoleProjector) {
-		counts = orderrm.NewStatusCounts(a.Registry, a.Pool, a.Log)
+		counts = orderrm.NewStatusCounts(a.Registry, a.Work, a.Log)
 	}
 	if every <= 0 {
 		return
@@ -225,7 +229,7 @@ func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
 	if base == "" {
 		sim := push.NewSimulator(func(ctx context.Context, shop string) (bool, error) {
 			var bad bool
-			err := a.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM stores WHERE shop_domain = $1 AND status = 'CREDENTIAL_ERROR')`, shop).Scan(&bad)
+			err := a.Work.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM stores WHERE shop_domain = $1 AND status = 'CREDENTIAL_ERROR')`, shop).Scan(&bad)
 			return !bad, err
 		})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -242,7 +246,7 @@ func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
 		base = "http://" + ln.Addr().String()
 		a.Log.Info("store platform simulator started", "addr", ln.Addr().String())
 	}
-	a.Pusher = &push.Manager{Pool: a.Pool, Producer: a.Producer, Platform: &push.Client{BaseURL: base},
+	a.Pusher = &push.Manager{Pool: a.Work, Producer: a.Producer, Platform: &push.Client{BaseURL: base},
 		Notify: a.Notify, Log: a.Log, RetryDelays: a.Config.PushRetryDelays}
 	a.runConsumer(ctx, runner, a.Pusher.Consumer())
 	a.goRun(func() { a.Pusher.Run(ctx) })
@@ -253,9 +257,9 @@ func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
 // the sender working them.
 func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 	cfg := a.Config
-	a.runConsumer(ctx, runner, (&delivery.Fanout{Pool: a.Pool, Producer: a.Producer, Log: a.Log}).Consumer())
+	a.runConsumer(ctx, runner, (&delivery.Fanout{Pool: a.Work, Producer: a.Producer, Log: a.Log}).Consumer())
 	a.Sender = &delivery.Sender{
-		Hooks:    &delivery.Hooks{Pool: a.Pool, Box: a.Box, TTL: time.Second},
+		Hooks:    &delivery.Hooks{Pool: a.Work, Box: a.Box, TTL: time.Second},
 		Producer: a.Producer,
 		Brokers:  a.Brokers,
 		HTTP:     a.Guard.Client(cfg.WebhookTimeout),
@@ -405,6 +409,9 @@ func (a *App) closeDeps() {
 	}
 	if a.Redis != nil {
 		a.Redis.Close()
+	}
+	if a.Work != nil {
+		a.Work.Close()
 	}
 	if a.Pool != nil {
 		a.Pool.Close()

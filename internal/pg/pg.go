@@ -21,18 +21,26 @@ import (
 // Open creates the database named in url if it does not exist, applies the
 // migrations and returns a pool.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
 	if err := EnsureDatabase(ctx, url); err != nil {
 		return nil, err
 	}
 	if err := Migrate(ctx, url); err != nil {
 		return nil, err
 	}
-	if cfg.MaxConns < 32 {
-		cfg.MaxConns = 32
+	return NewPool(ctx, url, 32)
+}
+
+// NewPool opens a pool of at least maxConns connections (more when the URL
+// says so) on a migrated database. podsvc keeps two: the API's, and one for
+// the deciders, projectors and delivery stages, so background work never
+// queues behind a burst of requests for a connection.
+func NewPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if cfg.MaxConns < maxConns {
+		cfg.MaxConns = maxConns
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
