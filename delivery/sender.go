@@ -509,7 +509,27 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 			<-first
 		}
 
-		took, err := ss.s.attempt(ss.ctx, j)
+		// The endpoint's slot is held for the request only: the outcome is
+		// recorded (a produce, Redis marks) while this worker goes on with
+		// the endpoint's next task. A copy of the task waits for the
+		// recording (running), and the offset is finished after it.
+		sentCh := make(chan time.Duration, 1)
+		var once sync.Once
+		sent := func(took time.Duration) { once.Do(func() { sentCh <- took }) }
+		ss.wg.Add(1)
+		go func() {
+			defer ss.wg.Done()
+			_, err := ss.s.attempt(ss.ctx, j, sent)
+			sent(0)
+			if !busy {
+				ss.mu.Lock()
+				delete(ss.running, key)
+				ss.mu.Unlock()
+				close(mine)
+			}
+			ss.done(j, err)
+		}()
+		took := <-sentCh
 		ss.mu.Lock()
 		switch {
 		case took == 0: // no request made
@@ -527,15 +547,8 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 			ss.wg.Add(1)
 			go ss.deferJobs(extra)
 		}
-		if !busy {
-			delete(ss.running, key)
-		}
 		ss.mu.Unlock()
-		if !busy {
-			close(mine)
-		}
 		<-ss.reqs
-		ss.done(j, err)
 	}
 }
 
@@ -594,7 +607,14 @@ func (ss *session) finishLocked(st *part, offset int64) {
 // and, after a failure, the task of the next attempt (or the DLQ). It
 // returns an error only when the outcome could not be recorded before ctx
 // ended; took is how long the endpoint took to answer (0: no request).
-func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err error) {
+//
+// sent, when not nil, is called once the request is over (with its
+// duration) or known not to be made (with 0), before the outcome is
+// recorded.
+func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) (took time.Duration, err error) {
+	if sent == nil {
+		sent = func(time.Duration) {}
+	}
 	t := j.task
 	if s.Marks.Done(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t) {
 		return 0, nil // worked before (a crash, a rebalance, a repeated task): its outcome is on the log
@@ -629,6 +649,7 @@ func (s *Sender) attempt(ctx context.Context, j job) (took time.Duration, err er
 		code, failure := s.send(ctx, hook, t)
 		s.Metrics.addInFlight(-1)
 		took = time.Since(start)
+		sent(took)
 		s.Metrics.observeAttempt(took)
 		class := statusClass(code, failure)
 		res.Attempted = true
