@@ -155,8 +155,12 @@ type session struct {
 	ends   map[uuid.UUID]*endpoint
 	buffer chan struct{} // one slot per record held
 	reqs   chan struct{} // one slot per request in flight
-	wg     sync.WaitGroup
-	closed bool // polling ended: parked records stay parked
+	// One slot per attempt between its request and its recorded outcome:
+	// when outcomes cannot be recorded (Kafka away), requests stop after
+	// Concurrency of them instead of running on through the buffer.
+	unrecorded chan struct{}
+	wg         sync.WaitGroup
+	closed     bool // polling ended: parked records stay parked
 	// running holds the tasks being attempted: a copy of one (the same
 	// task twice on the log) waits for it, then finds it done.
 	running map[taskKey]chan struct{}
@@ -169,7 +173,8 @@ type taskKey struct {
 
 func (s *Sender) session(ctx context.Context) error {
 	ss := &session{s: s, ctx: ctx, parts: map[tp]*part{}, ends: map[uuid.UUID]*endpoint{}, running: map[taskKey]chan struct{}{},
-		buffer: make(chan struct{}, s.MaxBuffered), reqs: make(chan struct{}, s.Concurrency)}
+		buffer: make(chan struct{}, s.MaxBuffered), reqs: make(chan struct{}, s.Concurrency),
+		unrecorded: make(chan struct{}, s.Concurrency)}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.Brokers...),
 		kgo.ConsumerGroup(SenderGroup),
@@ -516,6 +521,7 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 		sentCh := make(chan time.Duration, 1)
 		var once sync.Once
 		sent := func(took time.Duration) { once.Do(func() { sentCh <- took }) }
+		ss.unrecorded <- struct{}{}
 		ss.wg.Add(1)
 		go func() {
 			defer ss.wg.Done()
@@ -528,6 +534,7 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 				close(mine)
 			}
 			ss.done(j, err)
+			<-ss.unrecorded
 		}()
 		took := <-sentCh
 		ss.mu.Lock()

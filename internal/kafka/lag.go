@@ -169,13 +169,34 @@ func (l *Lag) Refresh(ctx context.Context) error {
 	for group, points := range lags {
 		l.lags[group] = points
 	}
-	if err == nil {
-		l.ends = ends
-	}
+	l.ends = mergeEnds(l.ends, ends)
 	l.mu.Unlock()
 	if firstErr != nil {
 		l.errors.Inc()
 	}
 	l.refreshed.SetToCurrentTime()
 	return firstErr
+}
+
+// mergeEnds is old with every partition read now replaced: a partition
+// whose end offset could not be read keeps its last value.
+func mergeEnds(old, now []endPoint) []endPoint {
+	type key struct {
+		topic     string
+		partition int32
+	}
+	at := map[key]int{}
+	out := append([]endPoint(nil), old...)
+	for i, e := range out {
+		at[key{e.topic, e.partition}] = i
+	}
+	for _, e := range now {
+		if i, ok := at[key{e.topic, e.partition}]; ok {
+			out[i] = e
+		} else {
+			at[key{e.topic, e.partition}] = len(out)
+			out = append(out, e)
+		}
+	}
+	return out
 }

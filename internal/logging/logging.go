@@ -14,7 +14,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/url"
 	"regexp"
 	"strings"
 )
@@ -65,7 +64,7 @@ func (h contextHandler) WithGroup(name string) slog.Handler {
 var (
 	secretKey   = regexp.MustCompile(`(?i)secret|token|passw|authorization|api_?key`)
 	whsec       = regexp.MustCompile(`whsec_[A-Za-z0-9+/=_-]+`)
-	urlPassword = regexp.MustCompile(`[a-z][a-z0-9+.-]*://[^/\s@]*:[^/\s@]*@`)
+	urlPassword = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://[^/\s@:]*:)[^/\s@]*@`)
 )
 
 // redact is the JSON handler's ReplaceAttr.
@@ -93,13 +92,7 @@ func scrub(s string) string {
 		s = whsec.ReplaceAllString(s, "whsec_"+Redacted)
 	}
 	if strings.Contains(s, "@") && strings.Contains(s, "://") {
-		s = urlPassword.ReplaceAllStringFunc(s, func(m string) string {
-			u, err := url.Parse(m + "x")
-			if err != nil || u.User == nil {
-				return m
-			}
-			return u.Scheme + "://" + u.User.Username() + ":" + Redacted + "@"
-		})
+		s = urlPassword.ReplaceAllString(s, "${1}"+Redacted+"@")
 	}
 	return s
 }

@@ -52,6 +52,12 @@ func TestRequestIDAndRedaction(t *testing.T) {
 			never: []string{"hunter2"},
 		},
 		{
+			name:  "password in an upper-case or malformed URL",
+			log:   func(l *slog.Logger) { l.Error("x", "a", "POSTGRES://u:s3cr%zz@h/db", "b", "redis://:pw9@h:6379/0") },
+			want:  map[string]any{"a": "POSTGRES://u:" + Redacted + "@h/db", "b": "redis://:" + Redacted + "@h:6379/0"},
+			never: []string{"s3cr", "pw9"},
+		},
+		{
 			name: "attributes added with With keep the request id",
 			log: func(l *slog.Logger) {
 				l.With("component", "delivery").WarnContext(WithRequestID(context.Background(), "r1"), "w")

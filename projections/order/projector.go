@@ -4,10 +4,12 @@
 package order
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -36,6 +38,14 @@ func Projector(log *slog.Logger) stream.Consumer {
 		Topics: []string{schemas.TopicOrderEvents},
 		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			batch := &pgx.Batch{}
+			// The stores whose queue counts this batch may move are locked
+			// first, in one sorted statement: replicas working other
+			// partitions then wait for each other instead of deadlocking,
+			// and each later statement reads the count as it is now.
+			lockAt := batch.Len()
+			batch.Queue(`SELECT 1`)
+			var stores []uuid.UUID
+			seenStore := map[uuid.UUID]bool{}
 			var touched []string
 			seen := map[uuid.UUID]bool{}
 			for _, rec := range recs {
@@ -51,9 +61,22 @@ func Projector(log *slog.Logger) stream.Consumer {
 					continue
 				}
 				queue(batch, ev, d, version)
+				if d.Order.StoreID != uuid.Nil && !seenStore[d.Order.StoreID] {
+					seenStore[d.Order.StoreID] = true
+					stores = append(stores, d.Order.StoreID)
+				}
 				if !seen[d.Order.ID] {
 					seen[d.Order.ID] = true
 					touched = append(touched, d.Order.ID.String())
+				}
+			}
+			if len(stores) > 0 {
+				slices.SortFunc(stores, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+				batch.QueuedQueries[lockAt] = &pgx.QueuedQuery{
+					SQL: `WITH ins AS (INSERT INTO store_queues (store_id, pending) SELECT s, 0 FROM unnest($1::uuid[]) AS s
+						ORDER BY s ON CONFLICT (store_id) DO NOTHING)
+						SELECT 1 FROM store_queues WHERE store_id = ANY($1) ORDER BY store_id FOR UPDATE`,
+					Arguments: []any{stores},
 				}
 			}
 			if len(touched) > 0 {
