@@ -32,18 +32,7 @@ func newLagScraper(base string) *lagScraper {
 	return &lagScraper{url: base + "/metrics", hc: &http.Client{Timeout: 2 * time.Second}, maxLag: map[string]float64{}}
 }
 
-func (s *lagScraper) run(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.scrape(ctx)
-		}
-	}
-}
+func (s *lagScraper) run(ctx context.Context) { everySecond(ctx, func() { s.scrape(ctx) }) }
 
 func (s *lagScraper) scrape(ctx context.Context) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)

@@ -110,7 +110,10 @@ type procSampler struct {
 
 func newProcSampler(pidOf func() int) *procSampler { return &procSampler{pidOf: pidOf} }
 
-func (s *procSampler) run(ctx context.Context) {
+func (s *procSampler) run(ctx context.Context) { everySecond(ctx, s.sample) }
+
+// everySecond calls f once a second until ctx ends.
+func everySecond(ctx context.Context, f func()) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -118,7 +121,7 @@ func (s *procSampler) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.sample()
+			f()
 		}
 	}
 }
