@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -234,7 +235,7 @@ func kadmLag(t *testing.T, adm *kadm.Client) map[string]float64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lags, err := adm.Lag(ctx, app.ConsumerGroups...)
+	lags, err := adm.Lag(ctx, slices.Clone(app.ConsumerGroups)...) // kadm writes into the slice it gets
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -126,7 +127,9 @@ func (l *Lag) Refresh(ctx context.Context) error {
 		}
 	}
 	lags := map[string][]lagPoint{}
-	described, err := l.Admin.Lag(ctx, l.Groups...)
+	// kadm's Lag reuses the slice it is given as scratch space: hand it a
+	// copy, never the caller's (shared) list.
+	described, err := l.Admin.Lag(ctx, slices.Clone(l.Groups)...)
 	if err != nil {
 		fail(err)
 	}

@@ -191,3 +191,22 @@ func TestLagKeepsLastValuesWhenTheBrokerIsGone(t *testing.T) {
 		t.Fatalf("pod_lag_refresh_errors_total = %v, want 1", n)
 	}
 }
+
+// TestLagLeavesTheGroupListAlone: kadm's Lag writes into the slice of
+// groups it is passed; the collector's list (shared with its owner) must
+// come out of a refresh unchanged.
+func TestLagLeavesTheGroupListAlone(t *testing.T) {
+	f := newLagFixture(t)
+	f.commit(t, "a", map[int32]int64{0: 1})
+	f.commit(t, "b", map[int32]int64{0: 1})
+	groups := []string{"b", "a", "missing"}
+	lag := NewLag(prometheus.NewRegistry(), f.adm, groups, []string{"t"}, quietLog())
+	for i := 0; i < 3; i++ {
+		if err := lag.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(groups) != "[b a missing]" {
+		t.Fatalf("the group list was changed to %v", groups)
+	}
+}
