@@ -141,8 +141,25 @@ type endpoint struct {
 // or more) and its waiting tasks would take longer than SlowDrain to work
 // at its pace: then more of them are deferred.
 func (e *endpoint) backlogged(perEndpoint int) bool {
-	return len(e.queue) >= MaxQueuedPerEndpoint && e.latency >= SlowAnswer &&
-		e.latency*time.Duration(len(e.queue))/time.Duration(perEndpoint) > SlowDrain
+	return len(e.queue) >= MaxQueuedPerEndpoint && e.latency >= SlowAnswer && e.drain(perEndpoint) > SlowDrain
+}
+
+// drain is how long the endpoint needs for the tasks it holds, at its own
+// answer time and concurrency.
+func (e *endpoint) drain(perEndpoint int) time.Duration {
+	return e.latency * time.Duration(len(e.queue)) / time.Duration(perEndpoint)
+}
+
+// DeferTier is the retry tier a deferred task goes to: the first whose
+// wait is at least drain, else the last. Every record of a tier waits the
+// same time, so each tier stays in due order.
+func DeferTier(delays []time.Duration, drain time.Duration) int {
+	for i, d := range delays {
+		if d >= drain {
+			return i
+		}
+	}
+	return len(delays) - 1
 }
 
 // session is one group membership.
@@ -466,7 +483,7 @@ func (ss *session) dispatch(j job) {
 	if e.backlogged(ss.s.PerEndpoint) {
 		j.part.inflight++
 		ss.wg.Add(1)
-		go ss.deferJobs([]job{j})
+		go ss.deferJobs([]job{j}, e.drain(ss.s.PerEndpoint))
 		return
 	}
 	e.queue = append(e.queue, j)
@@ -552,7 +569,7 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 				x.part.inflight++
 			}
 			ss.wg.Add(1)
-			go ss.deferJobs(extra)
+			go ss.deferJobs(extra, e.drain(ss.s.PerEndpoint))
 		}
 		ss.mu.Unlock()
 		<-ss.reqs
@@ -573,19 +590,23 @@ func (ss *session) done(j job, err error) {
 	}
 }
 
-// deferJobs moves tasks of a backlogged endpoint to the first retry tier,
-// attempts unchanged: its backlog then waits in Kafka, not in this
-// process's buffer, and other endpoints keep flowing.
-func (ss *session) deferJobs(jobs []job) {
+// deferJobs moves tasks of a backlogged endpoint to a retry tier, attempts
+// unchanged: its backlog then waits in Kafka, not in this process's buffer,
+// and other endpoints keep flowing. The tier is the first whose wait covers
+// drain, the time the endpoint needs for what it already holds, so a task
+// does not come back only to be deferred again (an endpoint that always
+// times out would otherwise cycle its whole backlog through the first tier).
+func (ss *session) deferJobs(jobs []job, drain time.Duration) {
 	defer ss.wg.Done()
-	due := ss.s.now().UTC().Add(ss.s.Delays[0])
+	tier := DeferTier(ss.s.Delays, drain)
+	due := ss.s.now().UTC().Add(ss.s.Delays[tier])
 	recs := make([]*kgo.Record, 0, len(jobs))
 	var err error
 	for _, j := range jobs {
 		t := j.task
 		t.DueAt = due
 		var rec *kgo.Record
-		if rec, err = TaskRecord(schemas.WebhookRetryTiers[0], t); err != nil {
+		if rec, err = TaskRecord(schemas.WebhookRetryTiers[tier], t); err != nil {
 			break
 		}
 		recs = append(recs, rec)

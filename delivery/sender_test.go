@@ -59,3 +59,26 @@ func TestSendOutcomes(t *testing.T) {
 		}
 	}
 }
+
+func TestDeferTier(t *testing.T) {
+	def := []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour}
+	for _, tc := range []struct {
+		drain time.Duration
+		want  int
+	}{
+		{0, 0},
+		{11 * time.Second, 0},
+		{time.Minute, 0},
+		{61 * time.Second, 1},
+		{320 * time.Second, 2}, // 256 tasks of a 10 s endpoint, 8 at a time
+		{3 * time.Hour, 4},
+		{48 * time.Hour, 5},
+	} {
+		if got := DeferTier(def, tc.drain); got != tc.want {
+			t.Errorf("DeferTier(%s) = %d, want %d", tc.drain, got, tc.want)
+		}
+	}
+	if got := DeferTier([]time.Duration{time.Second, time.Second}, time.Hour); got != 1 {
+		t.Errorf("equal short tiers: %d, want the last", got)
+	}
+}

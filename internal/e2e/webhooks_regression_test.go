@@ -125,6 +125,27 @@ func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
 		}
 		return nil
 	})
+	// The deferred tasks wait in the tier that covers the slow endpoint's
+	// drain time (256 tasks at 30 s each, 8 at a time: 16 min, so the 30 m
+	// tier), not in the first tier where they would come back to be
+	// deferred again.
+	deferredTo := func(topic string) int {
+		n := 0
+		_ = scanTopic(t, d.app.Brokers, topic, 3*time.Second, func(r *kgo.Record) bool {
+			var task schemas.DeliveryTask
+			if json.Unmarshal(r.Value, &task) == nil && task.WebhookID == ws.ID && task.Attempt == 1 {
+				n++
+			}
+			return false
+		})
+		return n
+	}
+	if n := deferredTo("pod.webhook.deliveries.retry.30m"); n == 0 {
+		t.Errorf("no deferred task of the slow endpoint in the 30m tier")
+	}
+	if n := deferredTo(schemas.WebhookRetryTiers[0]); n != 0 {
+		t.Errorf("%d deferred tasks of the slow endpoint in the first tier", n)
+	}
 }
 
 // After the 24 h Idempotency-Key window (the Redis entry gone, the decision
