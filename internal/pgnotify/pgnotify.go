@@ -162,52 +162,58 @@ func waitOn(ctx context.Context, ch <-chan struct{}, poll time.Duration, checkFi
 const SafetyPoll = 2 * time.Second
 
 // Await waits up to wait for load to find a value (a decision), woken by
-// notifications on channel with payload and at least every SafetyPoll. It returns
-// context.DeadlineExceeded when the wait ends first.
+// notifications on channel with payload and at least every SafetyPoll. It
+// returns context.DeadlineExceeded when the wait ends first.
 func Await[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
 	load func(context.Context) (T, bool, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	ch, cancel := l.Subscribe(channel, payload)
 	defer cancel()
-	var out T
-	err := l.Wait(ctx, channel, payload, SafetyPoll, func(ctx context.Context) (bool, error) {
-		v, ok, err := load(ctx)
-		out = v
-		return ok, err
-	})
-	return out, err
+	return awaitOn(ctx, ch, wait, true, load)
 }
 
 // Decide is how a request gets the decision of its command: the decision
 // load finds already (a repeated command), or else, after send, the one
-// awaited up to wait (context.DeadlineExceeded when none came).
+// awaited up to wait (context.DeadlineExceeded when none came). The
+// subscription is made before the first look, so a decision made after it
+// cannot be missed, and the next look is made only when notified (or at a
+// poll).
 func Decide[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
 	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
-	if v, ok, err := load(ctx); err != nil || ok {
-		return v, err
+	return decide(ctx, l, channel, payload, wait, true, load, send)
+}
+
+// DecideNew is Decide for a command whose id was never used before (made
+// for this request): there is nothing to look up before sending, so the
+// decision is loaded once, when notified.
+func DecideNew[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
+	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
+	return decide(ctx, l, channel, payload, wait, false, load, send)
+}
+
+func decide[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration, lookFirst bool,
+	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
+	ch, cancel := l.Subscribe(channel, payload)
+	defer cancel()
+	if lookFirst {
+		if v, ok, err := load(ctx); err != nil || ok {
+			return v, err
+		}
 	}
 	if err := send(ctx); err != nil {
 		var zero T
 		return zero, err
 	}
-	return Await(ctx, l, channel, payload, wait, load)
+	return awaitOn(ctx, ch, wait, false, load)
 }
 
-// DecideNew is Decide for a command whose id was never used before (made
-// for this request): there is nothing to look up before sending, and as
-// the subscription is made before the send, the decision's notification
-// cannot be missed, so the decision is loaded when notified (or at a poll)
-// rather than also right after the send (one query instead of three).
-func DecideNew[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
-	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
-	ch, cancel := l.Subscribe(channel, payload)
+// awaitOn waits up to wait on a subscription already made for load to find
+// a value; checkFirst looks once before the first wake.
+func awaitOn[T any](ctx context.Context, ch <-chan struct{}, wait time.Duration, checkFirst bool,
+	load func(context.Context) (T, bool, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var out T
-	if err := send(ctx); err != nil {
-		return out, err
-	}
-	ctx, stop := context.WithTimeout(ctx, wait)
-	defer stop()
-	err := waitOn(ctx, ch, SafetyPoll, false, func(ctx context.Context) (bool, error) {
+	err := waitOn(ctx, ch, SafetyPoll, checkFirst, func(ctx context.Context) (bool, error) {
 		v, ok, err := load(ctx)
 		out = v
 		return ok, err
