@@ -52,9 +52,10 @@ func (m *Metrics) middleware(onError fiber.ErrorHandler) fiber.Handler {
 				return herr
 			}
 		}
-		// Fiber's strings point into buffers reused by later requests; a
-		// label value is kept, so it must be a copy.
-		route, method := strings.Clone(routeOf(c)), strings.Clone(c.Method())
+		// Fiber's method string points into a buffer reused by later
+		// requests; a label value is kept, so it must be a copy. (The route
+		// is the registered template, not request memory.)
+		route, method := routeOf(c), strings.Clone(c.Method())
 		m.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().StatusCode())).Inc()
 		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		return nil

@@ -31,9 +31,6 @@ func (o *Orders) wait() time.Duration {
 	return o.Wait
 }
 
-var statuses = []string{schemas.StatusPending, schemas.StatusProcessing, schemas.StatusSuccess, schemas.StatusSynced,
-	schemas.StatusFulfilled, schemas.StatusFailed, schemas.StatusCancelled}
-
 // create answers one create-order body: the status and the value to send.
 // Both the POST handler and the batch worker use it, so a batch item's
 // result is exactly what a single create would have answered.
@@ -152,7 +149,7 @@ func (o *Orders) listOrders(c *fiber.Ctx) error {
 		return err
 	}
 	f := orderrm.Filter{Status: c.Query("status"), Limit: limit}
-	if f.Status != "" && !slices.Contains(statuses, f.Status) {
+	if f.Status != "" && !slices.Contains(schemas.OrderStatuses, f.Status) {
 		return Validation("status", "status must be one of PENDING, PROCESSING, SUCCESS, SYNCED, FULFILLED, FAILED, CANCELLED")
 	}
 	for _, p := range []struct {

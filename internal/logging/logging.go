@@ -62,17 +62,28 @@ func (h contextHandler) WithGroup(name string) slog.Handler {
 }
 
 var (
-	secretKey   = regexp.MustCompile(`(?i)secret|token|passw|authorization|api_?key`)
 	whsec       = regexp.MustCompile(`whsec_[A-Za-z0-9+/=_-]+`)
 	urlPassword = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://[^/\s@:]*:)[^/\s@]*@`)
 )
+
+// secretKey reports whether an attribute key names a secret (it runs for
+// every attribute of every record, so plain substring tests, no regexp).
+func secretKey(key string) bool {
+	k := strings.ToLower(key)
+	for _, s := range []string{"secret", "token", "passw", "authorization", "apikey", "api_key"} {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
 
 // redact is the JSON handler's ReplaceAttr.
 func redact(_ []string, a slog.Attr) slog.Attr {
 	if a.Key == "request_id" {
 		return a
 	}
-	if secretKey.MatchString(a.Key) {
+	if secretKey(a.Key) {
 		return slog.String(a.Key, Redacted)
 	}
 	switch a.Value.Kind() {
