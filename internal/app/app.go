@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
-
-	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -21,6 +20,7 @@ import (
 	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/kafka"
+	"github.com/printpod/pod/internal/periodic"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/rdb"
@@ -282,18 +282,11 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 
 // pruneWebhookDecisions drops old webhook decisions hourly.
 func pruneWebhookDecisions(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, time.Hour, func(ctx context.Context) {
 		if err := webhook.Decisions.Prune(ctx, pool, webhook.DecisionRetention); err != nil && ctx.Err() == nil {
 			log.Warn("pruning webhook decisions failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // startHTTP listens on POD_HTTP_ADDR: the whole API with the api role,

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/printpod/pod/internal/periodic"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -101,20 +102,13 @@ func (l *Lag) Collect(ch chan<- prometheus.Metric) {
 
 // Run refreshes every interval until ctx ends.
 func (l *Lag) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, interval, func(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, interval+5*time.Second)
+		defer cancel()
 		if err := l.Refresh(rctx); err != nil && ctx.Err() == nil {
 			l.Log.Warn("refreshing consumer lag failed", "err", err)
 		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // Refresh reads lag and end offsets once. It returns the first error; what

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/periodic"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -155,18 +156,11 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (in
 
 // Sweeper runs Sweep every interval until ctx ends.
 func Sweeper(ctx context.Context, pool *pgxpool.Pool, retention, every time.Duration, log *slog.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, every, func(ctx context.Context) {
 		if n, err := Sweep(ctx, pool, retention); err != nil && ctx.Err() == nil {
 			log.Warn("delivery log sweep failed", "err", err)
 		} else if n > 0 {
 			log.Info("old delivery logs removed", "rows", n)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }

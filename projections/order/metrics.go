@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/periodic"
 	"github.com/printpod/pod/schemas"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -76,16 +77,9 @@ func (s *StatusCounts) Refresh(ctx context.Context) error {
 
 // Run refreshes every interval until ctx ends.
 func (s *StatusCounts) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, interval, func(ctx context.Context) {
 		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
 			s.Log.Warn("counting orders by status failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
