@@ -68,15 +68,6 @@ type Sender struct {
 	PerEndpoint int              // requests in flight per webhook; default 8
 	MaxBuffered int              // records held in memory; default 10000
 	ClientOpts  func() []kgo.Opt // extra options per consumer session (metrics hooks)
-	// Now is the clock (tests); default time.Now.
-	Now func() time.Time
-}
-
-func (s *Sender) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }
 
 // Topics are the topics a sender consumes: first attempts and every tier.
@@ -436,7 +427,7 @@ func (ss *session) take(r *kgo.Record) {
 // dispatched; at the first not yet due, the rest is parked and the
 // partition paused until then. Called with mu held.
 func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
-	now := ss.s.now()
+	now := time.Now()
 	for i, r := range recs {
 		var t schemas.DeliveryTask
 		if err := json.Unmarshal(r.Value, &t); err != nil || t.DeliveryID == uuid.Nil || t.WebhookID == uuid.Nil {
@@ -542,7 +533,7 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 		ss.wg.Add(1)
 		go func() {
 			defer ss.wg.Done()
-			_, err := ss.s.attempt(ss.ctx, j, sent)
+			err := ss.s.attempt(ss.ctx, j, sent)
 			sent(0)
 			if !busy {
 				ss.mu.Lock()
@@ -599,7 +590,7 @@ func (ss *session) done(j job, err error) {
 func (ss *session) deferJobs(jobs []job, drain time.Duration) {
 	defer ss.wg.Done()
 	tier := DeferTier(ss.s.Delays, drain)
-	due := ss.s.now().UTC().Add(ss.s.Delays[tier])
+	due := time.Now().UTC().Add(ss.s.Delays[tier])
 	recs := make([]*kgo.Record, 0, len(jobs))
 	var err error
 	for _, j := range jobs {
@@ -634,18 +625,18 @@ func (ss *session) finishLocked(st *part, offset int64) {
 // attempt makes one attempt of t and records its outcome: the result event
 // and, after a failure, the task of the next attempt (or the DLQ). It
 // returns an error only when the outcome could not be recorded before ctx
-// ended; took is how long the endpoint took to answer (0: no request).
+// ended.
 //
 // sent, when not nil, is called once the request is over (with its
 // duration) or known not to be made (with 0), before the outcome is
 // recorded.
-func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) (took time.Duration, err error) {
+func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) error {
 	if sent == nil {
 		sent = func(time.Duration) {}
 	}
 	t := j.task
 	if s.Marks.Done(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t) {
-		return 0, nil // worked before (a crash, a rebalance, a repeated task): its outcome is on the log
+		return nil // worked before (a crash, a rebalance, a repeated task): its outcome is on the log
 	}
 	var hook *Hook
 	if err := retry.Do(ctx, retry.NewConstant(time.Second), func(ctx context.Context) error {
@@ -657,16 +648,16 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) (
 		hook = h
 		return nil
 	}); err != nil {
-		return 0, err
+		return err
 	}
-	now := s.now().UTC()
+	now := time.Now().UTC()
 	res := schemas.AttemptResult{DeliveryID: t.DeliveryID, WebhookID: t.WebhookID, AccountID: t.AccountID, EventID: t.EventID,
 		Topic: t.Topic, Gen: t.Gen, Run: t.Run, Attempt: t.Attempt, At: now, CreatedAt: t.CreatedAt}
 	var recs []*kgo.Record
 	disable := false
 	switch {
 	case hook == nil:
-		return 0, nil // deleted: its log goes with it
+		return nil // deleted: its log goes with it
 	case !hook.IsActive || hook.Gen != t.Gen:
 		res.Status = schemas.DeliveryCancelled
 		res.Error = ptr("webhook_disabled")
@@ -676,12 +667,12 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) (
 		s.Metrics.addInFlight(1)
 		code, failure := s.send(ctx, hook, t)
 		s.Metrics.addInFlight(-1)
-		took = time.Since(start)
+		took := time.Since(start)
 		sent(took)
 		s.Metrics.observeAttempt(took)
 		class := statusClass(code, failure)
 		res.Attempted = true
-		res.At = s.now().UTC()
+		res.At = time.Now().UTC()
 		if code > 0 {
 			res.StatusCode = &code
 		}
@@ -695,7 +686,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) (
 			res.Status, res.Error = schemas.DeliveryFailed, &failure
 			rec, err := TaskRecord(schemas.TopicWebhookDLQ, t)
 			if err != nil {
-				return took, err
+				return err
 			}
 			recs = append(recs, rec)
 			disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit
@@ -708,7 +699,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) (
 			res.NextRetryAt = &next.DueAt
 			rec, err := TaskRecord(schemas.WebhookRetryTiers[t.Attempt-1], next)
 			if err != nil {
-				return took, err
+				return err
 			}
 			recs = append(recs, rec)
 			s.Metrics.outcome("retry", class)
@@ -716,15 +707,15 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) (
 	}
 	value, err := json.Marshal(res)
 	if err != nil {
-		return took, err
+		return err
 	}
 	recs = append(recs, &kgo.Record{Topic: schemas.TopicWebhookAttempts, Key: []byte(t.WebhookID.String()), Value: value,
 		Headers: []kgo.RecordHeader{{Key: "status", Value: []byte(res.Status)}}})
 	if err := s.record(ctx, recs...); err != nil {
-		return took, err
+		return err
 	}
 	rctx := context.WithoutCancel(ctx)
-	s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, &t)
+	s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, t)
 	if disable && s.Disable != nil {
 		if err := s.Disable(rctx, t.WebhookID, t.AccountID, t.Gen); err != nil {
 			s.Log.Warn("auto-disable command not sent", "webhook", t.WebhookID, "err", err)
@@ -733,7 +724,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) (
 			s.Metrics.autoDisabled()
 		}
 	}
-	return took, nil
+	return nil
 }
 
 // record puts an attempt's outcome on the log, retrying until it is there.
@@ -771,7 +762,7 @@ func (s *Sender) send(ctx context.Context, hook *Hook, t schemas.DeliveryTask) (
 	if err != nil {
 		return 0, "the webhook url cannot be requested"
 	}
-	ts := s.now().Unix()
+	ts := time.Now().Unix()
 	id := t.EventID.String()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)

@@ -107,12 +107,10 @@ func (m *DoneMarks) Done(ctx context.Context, topic string, partition int32, off
 
 // Mark records that the record at offset was worked and, when task is not
 // nil, that its task was attempted.
-func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64, task *schemas.DeliveryTask) {
+func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64, task schemas.DeliveryTask) {
 	pipe := m.Redis.Pipeline()
 	pipe.ZAdd(ctx, m.key(topic, partition), redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)})
-	if task != nil {
-		pipe.Set(ctx, m.idKey(*task), 1, IDTTL)
-	}
+	pipe.Set(ctx, m.idKey(task), 1, IDTTL)
 	_, _ = pipe.Exec(ctx)
 }
 

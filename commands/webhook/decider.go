@@ -119,7 +119,7 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		case errors.Is(err, ErrNotFound):
 			code, msg = schemas.CodeNotFound, "webhook not found"
 		case errors.Is(err, ErrLimitReached):
-			code, msg = schemas.CodeWebhookLimitReached, "this client already has 5 webhooks; delete one first"
+			code, msg = schemas.CodeWebhookLimitReached, fmt.Sprintf("this client already has %d webhooks; delete one first", MaxPerClient)
 		case err != nil:
 			d.Log.Warn("webhook command refused", "command", c.ID, "kind", c.Kind, "err", err)
 			code, msg = schemas.CodeValidation, err.Error()

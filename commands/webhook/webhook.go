@@ -6,6 +6,7 @@ package webhook
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,7 +35,7 @@ const (
 // Errors of Decide; the API maps them to codes.
 var (
 	ErrNotFound     = errors.New("webhook not found")
-	ErrLimitReached = errors.New("client already has 5 webhooks")
+	ErrLimitReached = fmt.Errorf("client already has %d webhooks", MaxPerClient)
 )
 
 // Command is one webhook command on pod.webhook.commands.
@@ -81,7 +82,8 @@ func (w Webhook) Fact() schemas.WebhookFact {
 }
 
 // Change is what Decide did to the command's webhook: the new state (nil
-// when deleted) and the event type announcing it ("" when nothing changed).
+// when deleted or unchanged) and the event type announcing it ("" when
+// nothing changed).
 type Change struct {
 	Webhook   *Webhook
 	EventType string
@@ -96,7 +98,7 @@ func Decide(hooks map[uuid.UUID]*Webhook, c Command, now time.Time) (Change, err
 	}
 	if c.Kind == KindCreate {
 		if w != nil {
-			return Change{Webhook: w}, nil // the same create again
+			return Change{}, nil // the same create again
 		}
 		if len(hooks) >= MaxPerClient {
 			return Change{}, ErrLimitReached
@@ -125,7 +127,7 @@ func Decide(hooks map[uuid.UUID]*Webhook, c Command, now time.Time) (Change, err
 		return Change{Webhook: &nw, EventType: schemas.TypeWebhookSecretRotated}, nil
 	case KindDisable:
 		if !w.IsActive || w.Gen != c.Gen {
-			return Change{Webhook: w}, nil // already off, or counted for an earlier activation
+			return Change{}, nil // already off, or counted for an earlier activation
 		}
 		reason := c.Reason
 		nw.IsActive, nw.DisabledReason, nw.UpdatedAt = false, &reason, now
