@@ -39,11 +39,10 @@ func Projector(log *slog.Logger) stream.Consumer {
 		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			batch := &pgx.Batch{}
 			// The stores whose queue counts this batch may move are locked
-			// first, in one sorted statement: replicas working other
+			// first (put at the head of the batch below), in one sorted
+			// statement: replicas working other
 			// partitions then wait for each other instead of deadlocking,
 			// and each later statement reads the count as it is now.
-			lockAt := batch.Len()
-			batch.Queue(`SELECT 1`)
 			var stores []uuid.UUID
 			seenStore := map[uuid.UUID]bool{}
 			var touched []string
@@ -72,12 +71,13 @@ func Projector(log *slog.Logger) stream.Consumer {
 			}
 			if len(stores) > 0 {
 				slices.SortFunc(stores, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-				batch.QueuedQueries[lockAt] = &pgx.QueuedQuery{
+				lock := &pgx.QueuedQuery{
 					SQL: `WITH ins AS (INSERT INTO store_queues (store_id, pending) SELECT s, 0 FROM unnest($1::uuid[]) AS s
 						ORDER BY s ON CONFLICT (store_id) DO NOTHING)
 						SELECT 1 FROM store_queues WHERE store_id = ANY($1) ORDER BY store_id FOR UPDATE`,
 					Arguments: []any{stores},
 				}
+				batch.QueuedQueries = append([]*pgx.QueuedQuery{lock}, batch.QueuedQueries...)
 			}
 			if len(touched) > 0 {
 				batch.Queue(`SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id`, NotifyProjected, touched)
