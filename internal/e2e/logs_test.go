@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -54,17 +55,25 @@ func (l *capturedLogs) String() string {
 	return l.buf.String()
 }
 
+// startLogged starts podsvc with its own production logger at debug level
+// writing into memory.
 func startLogged(t *testing.T, cfg config.Config) (*app.App, *capturedLogs) {
 	t.Helper()
 	logs := &capturedLogs{}
+	return startWithLogger(t, cfg, logging.New(logs, "debug")), logs
+}
+
+// startWithLogger starts podsvc with log and stops it when the test ends.
+func startWithLogger(t *testing.T, cfg config.Config, log *slog.Logger) *app.App {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := app.Start(ctx, cfg, logging.New(logs, "debug"))
+	a, err := app.Start(ctx, cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	return a, logs
+	return a
 }
 
 func withRequestID(t *testing.T, method, url, token, id string) *http.Response {
@@ -158,14 +167,11 @@ func TestLogsCarryRequestIDsAndNoCredentials(t *testing.T) {
 // written while answering a request names that request.
 func TestHandlerWarningsCarryTheRequestID(t *testing.T) {
 	d := startDemo(t)
-	cfg := d.cfg
-	cfg.RedisURL = "redis://127.0.0.1:1/0"
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.KafkaBrokers = d.app.Brokers
-	cfg.Roles = []string{config.RoleAPI}
-	cfg.DemoToken = ""
-	a, logs := startLogged(t, cfg)
+	a, logs := startLogged(t, d.peerConfig(t, func(c *config.Config) {
+		c.RedisURL = "redis://127.0.0.1:1/0"
+		c.Roles = []string{config.RoleAPI}
+		c.DemoToken = ""
+	}))
 
 	req, err := http.NewRequest("POST", "http://"+a.Addr()+"/v1/orders/pod", strings.NewReader(`{}`))
 	if err != nil {

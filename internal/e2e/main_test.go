@@ -116,6 +116,12 @@ func startDemo(t testing.TB, adjust ...func(*config.Config)) demoEnv {
 // returns it with a client of the demo account.
 func (d demoEnv) startPeer(t testing.TB, adjust ...func(*config.Config)) (*app.App, *testenv.Client) {
 	t.Helper()
+	a := podtest.Start(t, d.peerConfig(t, adjust...))
+	return a, testenv.NewClient(t, "http://"+a.Addr(), d.cfg.DemoToken)
+}
+
+// peerConfig is the configuration startPeer starts a second podsvc with.
+func (d demoEnv) peerConfig(t testing.TB, adjust ...func(*config.Config)) config.Config {
 	cfg := d.cfg
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.KafkaBrokers = d.app.Brokers
@@ -123,8 +129,7 @@ func (d demoEnv) startPeer(t testing.TB, adjust ...func(*config.Config)) (*app.A
 	for _, f := range adjust {
 		f(&cfg)
 	}
-	a := podtest.Start(t, cfg)
-	return a, testenv.NewClient(t, "http://"+a.Addr(), d.cfg.DemoToken)
+	return cfg
 }
 
 // waitDemoCatalog waits until the projector applied the demo catalog this

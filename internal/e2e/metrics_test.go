@@ -255,11 +255,10 @@ func kadmLag(t *testing.T, adm *kadm.Client) map[string]float64 {
 // answers /healthz, /readyz and /metrics (with lag) and nothing else.
 func TestRolesWithoutAPIServeMetricsAndProbes(t *testing.T) {
 	d := startDemo(t)
-	peer, _ := d.startPeer(t, func(c *config.Config) {
+	peer, c := d.startPeer(t, func(c *config.Config) {
 		c.Roles = []string{config.RoleDelivery}
 		c.MetricsRefresh = 200 * time.Millisecond
 	})
-	c := testenv.NewClient(t, "http://"+peer.Addr(), d.cfg.DemoToken)
 	if r := c.Get("/healthz"); r.Status != 200 {
 		t.Fatalf("healthz: %d", r.Status)
 	}
