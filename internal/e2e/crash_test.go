@@ -278,12 +278,6 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 	brokers := p.brokers(t)
 	versions := map[string]map[int]uuid.UUID{}
 	created := map[string]map[uuid.UUID]bool{}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(schemas.TopicOrderEvents),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	// A snapshot of the decider's versions; pushes go on meanwhile, so the
 	// log is read until it holds at least these.
 	want := map[string]int{}
@@ -309,43 +303,37 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 		return "", 0
 	}
 	got := 0
-	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	for {
-		if id, _ := missing(); id == "" {
-			break
+	err = scanTopic(t, []string{brokers}, schemas.TopicOrderEvents, 60*time.Second, func(rec *kgo.Record) bool {
+		ev, err := schemas.ParseEvent(rec.Value)
+		if err != nil {
+			t.Fatal(err)
 		}
-		fs := cl.PollFetches(pctx)
-		if pctx.Err() != nil {
-			id, v := missing()
-			t.Fatalf("order %s: event version %d missing from the log", id, v)
+		if err := schemas.ValidateEvent(rec.Value); err != nil {
+			t.Errorf("event %s %s does not match its schema: %v", ev.Type, ev.ID, err)
 		}
-		fs.EachRecord(func(rec *kgo.Record) {
-			ev, err := schemas.ParseEvent(rec.Value)
-			if err != nil {
-				t.Fatal(err)
+		v := schemas.OrderVersion(rec.Headers)
+		k := string(rec.Key)
+		if versions[k] == nil {
+			versions[k] = map[int]uuid.UUID{}
+			created[k] = map[uuid.UUID]bool{}
+		}
+		if prev, ok := versions[k][v]; ok {
+			if prev != ev.ID {
+				t.Errorf("order %s version %d: two different events %s and %s", k, v, prev, ev.ID)
 			}
-			if err := schemas.ValidateEvent(rec.Value); err != nil {
-				t.Errorf("event %s %s does not match its schema: %v", ev.Type, ev.ID, err)
-			}
-			v := schemas.OrderVersion(rec.Headers)
-			k := string(rec.Key)
-			if versions[k] == nil {
-				versions[k] = map[int]uuid.UUID{}
-				created[k] = map[uuid.UUID]bool{}
-			}
-			if prev, ok := versions[k][v]; ok {
-				if prev != ev.ID {
-					t.Errorf("order %s version %d: two different events %s and %s", k, v, prev, ev.ID)
-				}
-				return // republished with the same id: at-least-once
-			}
-			versions[k][v] = ev.ID
-			got++
-			if ev.Type == schemas.TypeOrderCreated {
-				created[k][ev.ID] = true
-			}
-		})
+			return false // republished with the same id: at-least-once
+		}
+		versions[k][v] = ev.ID
+		got++
+		if ev.Type == schemas.TypeOrderCreated {
+			created[k][ev.ID] = true
+		}
+		id, _ := missing()
+		return id == ""
+	})
+	if err != nil {
+		id, v := missing()
+		t.Fatalf("order %s: event version %d missing from the log", id, v)
 	}
 	for id := range want {
 		if len(created[id]) != 1 {
