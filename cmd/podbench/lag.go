@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // lagMetric is the per-partition consumer lag podsvc exports on /metrics:
@@ -62,50 +62,27 @@ func (s *lagScraper) scrape(ctx context.Context) {
 }
 
 // parseLag sums pod_consumer_lag samples per group from the Prometheus text
-// format.
+// format (what parsed before a malformed line, if any, still counts).
 func parseLag(r io.Reader) (map[string]float64, bool) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, _ := parser.TextToMetricFamilies(r)
+	mf := mfs[lagMetric]
+	if mf == nil || len(mf.GetMetric()) == 0 {
+		return map[string]float64{}, false
+	}
 	sums := map[string]float64{}
-	found := false
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, lagMetric)
-		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
-			continue // another metric, e.g. pod_consumer_lag_seconds
+	for _, m := range mf.GetMetric() {
+		v := m.GetGauge().GetValue()
+		if m.Gauge == nil {
+			v = m.GetUntyped().GetValue()
 		}
-		found = true
-		labels, value := "", rest
-		if strings.HasPrefix(rest, "{") {
-			end := strings.LastIndexByte(rest, '}')
-			if end < 0 {
-				continue
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "group" {
+				sums[l.GetValue()] += v
 			}
-			labels, value = rest[1:end], rest[end+1:]
-		}
-		fields := strings.Fields(value)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			continue
-		}
-		sums[labelValue(labels, "group")] += v
-	}
-	return sums, found
-}
-
-// labelValue finds name="value" in a label list (values of group names
-// hold no escaped quotes).
-func labelValue(labels, name string) string {
-	for _, part := range strings.Split(labels, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if ok && k == name {
-			return strings.Trim(v, `"`)
 		}
 	}
-	return ""
+	return sums, true
 }
 
 // lagReport is the largest lag seen per group; Found is false when podsvc
