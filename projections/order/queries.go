@@ -113,6 +113,13 @@ type Queries struct{ Pool *pgxpool.Pool }
 const orderColumns = `order_id, reference_id, store_id, status, duplicate, addon_service, pricing, created_at,
 	updated_at, created_via, queued_at`
 
+// queuePosition is, as a column of orders o, the 1-based place of a
+// PENDING order among its store's PENDING orders (oldest in the queue
+// first), NULL for any other status.
+const queuePosition = `CASE WHEN o.status = 'PENDING' THEN
+	(SELECT count(*) FROM orders p WHERE p.store_id = o.store_id AND p.status = 'PENDING'
+	AND (p.queued_at, p.order_id) <= (o.queued_at, o.order_id)) END`
+
 func scanOrder(row pgx.Row, o *Order, extra ...any) error {
 	return row.Scan(append([]any{&o.OrderID, &o.ReferenceID, &o.StoreID, &o.Status, &o.Duplicate, &o.AddonService,
 		&o.Pricing, &o.CreatedAt, &o.UpdatedAt, &o.CreatedVia, &o.queuedAt}, extra...)...)
@@ -140,9 +147,7 @@ func (q Queries) List(ctx context.Context, account uuid.UUID, f Filter) ([]Order
 		where = append(where, fmt.Sprintf("(created_at, order_id) < ($%d, $%d)", len(args)-1, len(args)))
 	}
 	args = append(args, f.Limit+1)
-	rows, err := q.Pool.Query(ctx, `SELECT `+orderColumns+`, CASE WHEN o.status = 'PENDING' THEN
-		(SELECT count(*) FROM orders p WHERE p.store_id = o.store_id AND p.status = 'PENDING'
-		AND (p.queued_at, p.order_id) <= (o.queued_at, o.order_id)) END
+	rows, err := q.Pool.Query(ctx, `SELECT `+orderColumns+`, `+queuePosition+`
 		FROM orders o WHERE `+strings.Join(where, " AND ")+
 		fmt.Sprintf(` ORDER BY created_at DESC, order_id DESC LIMIT $%d`, len(args)), args...)
 	if err != nil {
@@ -167,34 +172,15 @@ func (q Queries) List(ctx context.Context, account uuid.UUID, f Filter) ([]Order
 	return out, more, nil
 }
 
-// fillQueue sets the 1-based queue position of a PENDING order among its
-// store's PENDING orders (oldest in the queue first).
-func (q Queries) fillQueue(ctx context.Context, o *Order) error {
-	if o.Status != schemas.StatusPending {
-		o.QueuePosition = nil
-		return nil
-	}
-	var n int
-	err := q.Pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE store_id = $1 AND status = 'PENDING'
-		AND (queued_at, order_id) <= ($2, $3)`, o.StoreID, o.queuedAt, o.OrderID).Scan(&n)
-	if err != nil {
-		return err
-	}
-	o.QueuePosition = &n
-	return nil
-}
-
 // Get returns one order of the account.
 func (q Queries) Get(ctx context.Context, account, id uuid.UUID) (Order, error) {
 	var o Order
-	err := scanOrder(q.Pool.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE order_id = $1 AND account_id = $2`, id, account), &o)
+	err := scanOrder(q.Pool.QueryRow(ctx, `SELECT `+orderColumns+`, `+queuePosition+`
+		FROM orders o WHERE order_id = $1 AND account_id = $2`, id, account), &o, &o.QueuePosition)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, ErrNotFound
 	}
-	if err != nil {
-		return Order{}, err
-	}
-	return o, q.fillQueue(ctx, &o)
+	return o, err
 }
 
 // Entered returns one order of the account with, while it is PENDING, the
@@ -202,20 +188,13 @@ func (q Queries) Get(ctx context.Context, account, id uuid.UUID) (Order, error) 
 // from the row instead of counted over the store's queue.
 func (q Queries) Entered(ctx context.Context, account, id uuid.UUID) (Order, error) {
 	var o Order
-	var entry *int
-	err := scanOrder(q.Pool.QueryRow(ctx, `SELECT `+orderColumns+`, entry_position FROM orders WHERE order_id = $1 AND account_id = $2`,
-		id, account), &o, &entry)
+	err := scanOrder(q.Pool.QueryRow(ctx, `SELECT `+orderColumns+`,
+		COALESCE(CASE WHEN o.status = 'PENDING' THEN entry_position END, `+queuePosition+`)
+		FROM orders o WHERE order_id = $1 AND account_id = $2`, id, account), &o, &o.QueuePosition)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, ErrNotFound
 	}
-	if err != nil {
-		return Order{}, err
-	}
-	if o.Status == schemas.StatusPending && entry != nil {
-		o.QueuePosition = entry
-		return o, nil
-	}
-	return o, q.fillQueue(ctx, &o)
+	return o, err
 }
 
 // WithStatus is o as it was right after a decision that left it in status
@@ -247,17 +226,14 @@ func (q Queries) Detail(ctx context.Context, account, id uuid.UUID) (Detail, err
 	var lines []byte
 	var tracking []byte
 	err := scanOrder(q.Pool.QueryRow(ctx, `SELECT `+orderColumns+`, customer, shipping_address, label_link, tracking_number,
-		shipping_service, note, tags, line_items, tracking, shipment_status, platform_order_id, platform_order_number
-		FROM orders WHERE order_id = $1 AND account_id = $2`, id, account), &d.Order,
+		shipping_service, note, tags, line_items, tracking, shipment_status, platform_order_id, platform_order_number,
+		`+queuePosition+` FROM orders o WHERE order_id = $1 AND account_id = $2`, id, account), &d.Order,
 		&d.Customer, &d.ShippingAddress, &d.LabelLink, &d.TrackingNumber, &d.ShippingService, &d.Note, &d.Tags,
-		&lines, &tracking, &d.ShipmentStatus, &d.PlatformOrderID, &d.PlatformOrderNumber)
+		&lines, &tracking, &d.ShipmentStatus, &d.PlatformOrderID, &d.PlatformOrderNumber, &d.QueuePosition)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Detail{}, ErrNotFound
 	}
 	if err != nil {
-		return Detail{}, err
-	}
-	if err := q.fillQueue(ctx, &d.Order); err != nil {
 		return Detail{}, err
 	}
 	if d.LineItems, err = detailLines(lines); err != nil {
@@ -320,16 +296,13 @@ func str(s string) *string {
 func (q Queries) Queue(ctx context.Context, account, id uuid.UUID) (QueueRecord, error) {
 	var r QueueRecord
 	var o Order
-	err := scanOrder(q.Pool.QueryRow(ctx, `SELECT `+orderColumns+`, idempotency_key, platform_order_id, platform_order_number
-		FROM orders WHERE order_id = $1 AND account_id = $2`, id, account), &o,
-		&r.IdempotencyKey, &r.PlatformOrderID, &r.PlatformOrderNumber)
+	err := scanOrder(q.Pool.QueryRow(ctx, `SELECT `+orderColumns+`, idempotency_key, platform_order_id, platform_order_number,
+		`+queuePosition+` FROM orders o WHERE order_id = $1 AND account_id = $2`, id, account), &o,
+		&r.IdempotencyKey, &r.PlatformOrderID, &r.PlatformOrderNumber, &o.QueuePosition)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return QueueRecord{}, ErrNotFound
 	}
 	if err != nil {
-		return QueueRecord{}, err
-	}
-	if err := q.fillQueue(ctx, &o); err != nil {
 		return QueueRecord{}, err
 	}
 	r.OrderID, r.Duplicate, r.QueuedAt, r.QueuePosition = o.OrderID, o.Duplicate, o.queuedAt, o.QueuePosition
