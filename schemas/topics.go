@@ -24,6 +24,30 @@ const (
 	TopicWebhookAttempts = "pod.webhook.attempts"
 )
 
+// DeadLetterPrefix starts the name of every stage consumer's dead-letter
+// topic.
+const DeadLetterPrefix = "pod.dlq."
+
+// DeadLetterPartitions is the partition count of dead-letter topics: one, so
+// that a dead letter is named by its offset alone (podctl dlq replay
+// --offset) and they read back in the order they were written.
+const DeadLetterPartitions = 1
+
+// DeadLetterTopic is the dead-letter topic of the stage consumer (group)
+// named consumer: records it could not apply for a reason retrying will not
+// fix go there, with the error in a header (see internal/stream). Every
+// stage consumer's dead-letter topic is created on start with the others.
+func DeadLetterTopic(consumer string) string { return DeadLetterPrefix + consumer }
+
+// DeadLetterTopics lists the dead-letter topics of consumers.
+func DeadLetterTopics(consumers ...string) []string {
+	out := make([]string, len(consumers))
+	for i, c := range consumers {
+		out[i] = DeadLetterTopic(c)
+	}
+	return out
+}
+
 // WebhookRetryTiers are the retry topics, one per wait before attempts 2..7.
 var WebhookRetryTiers = []string{
 	"pod.webhook.deliveries.retry.1m",
@@ -34,7 +58,9 @@ var WebhookRetryTiers = []string{
 	"pod.webhook.deliveries.retry.12h",
 }
 
-// AllTopics lists every topic the service uses.
+// AllTopics lists every topic the service uses except the stage consumers'
+// dead-letter topics (DeadLetterTopics), which are created on start next to
+// them with DeadLetterPartitions partitions.
 func AllTopics() []string {
 	ts := []string{
 		TopicCatalogEvents, TopicOrderCommands, TopicOrderEvents, TopicFulfillmentUpdates,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/schemas"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -46,6 +47,11 @@ type Runner struct {
 	Brokers []string
 	Log     *slog.Logger
 	Metrics *Metrics // optional
+	// Producer writes dead letters (schemas.DeadLetterTopic of the
+	// consumer); it must wait for all in-sync replicas (acks=all, as
+	// kafka.NewProducer does). Without it a poison record is retried
+	// forever, as every other failure is.
+	Producer *kgo.Client
 }
 
 var errRejoin = errors.New("stored offsets moved back: rejoin")
@@ -59,6 +65,7 @@ func (r *Runner) Run(ctx context.Context, c Consumer) error {
 		c.IdleCheck = 2 * time.Second
 	}
 	log := r.Log.With("consumer", c.Name)
+	r.Metrics.start(c.Name)
 	for {
 		err := r.session(ctx, c, log)
 		if ctx.Err() != nil {
@@ -151,6 +158,9 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		})
 		recs := fetches.Records()
 		if len(recs) == 0 {
+			// Nothing to do is progress too: only a consumer stuck on a
+			// batch goes stale.
+			r.Metrics.progress(c.Name)
 			cl.AllowRebalance()
 			if time.Since(lastIdleCheck) >= c.IdleCheck {
 				lastIdleCheck = time.Now()
@@ -165,7 +175,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			}
 			continue
 		}
-		applied, err := r.applyWithRetry(ctx, c, log, logStart, recs)
+		applied, err := r.applyIsolating(ctx, c, log, logStart, recs)
 		if err != nil {
 			cl.AllowRebalance()
 			return err
@@ -183,11 +193,47 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 }
 
+// applyIsolating applies recs, dead-lettering the records that can never be
+// applied. It tries the whole batch first; when that fails permanently
+// PoisonAttempts times, it splits the batch in two and applies each half
+// the same way, in order, down to single records: a record that fails
+// permanently on its own is dead-lettered and the rest go on. Every piece
+// commits its own records with their offsets, so each good record is still
+// applied exactly once. It returns the records applied (not the dead
+// letters).
+func (r *Runner) applyIsolating(ctx context.Context, c Consumer, log *slog.Logger, logStart logStartFunc, recs []*kgo.Record) ([]*kgo.Record, error) {
+	applied, err := r.applyWithRetry(ctx, c, log, logStart, recs)
+	var poisoned *poisonedBatch
+	if !errors.As(err, &poisoned) {
+		return applied, err
+	}
+	if len(recs) == 1 {
+		return nil, r.deadLetterWithRetry(ctx, c, log, recs[0], poisoned.err)
+	}
+	log.Warn("batch fails permanently; narrowing it down", "records", len(recs), "err", poisoned.err)
+	mid := len(recs) / 2
+	first, err := r.applyIsolating(ctx, c, log, logStart, recs[:mid])
+	if err != nil {
+		return first, err
+	}
+	second, err := r.applyIsolating(ctx, c, log, logStart, recs[mid:])
+	return append(first, second...), err
+}
+
+// poisonedBatch is what applyWithRetry returns when the batch failed
+// permanently PoisonAttempts times.
+type poisonedBatch struct{ err error }
+
+func (e *poisonedBatch) Error() string { return "batch fails permanently: " + e.err.Error() }
+
 // applyWithRetry applies a batch, retrying with capped exponential backoff
-// while the handler or Postgres fails. It gives up only when ctx ends or the
-// stored offsets show the batch must be re-read (errRejoin).
+// while the handler or Postgres fails. It gives up when ctx ends, when the
+// stored offsets show the batch must be re-read (errRejoin), or when the
+// batch failed permanently (IsPermanent) PoisonAttempts times
+// (*poisonedBatch). Transient failures are retried without end.
 func (r *Runner) applyWithRetry(ctx context.Context, c Consumer, log *slog.Logger, logStart logStartFunc, recs []*kgo.Record) ([]*kgo.Record, error) {
 	var applied []*kgo.Record
+	permanent := 0
 	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
 	err := retry.Do(ctx, backoff, func(ctx context.Context) error {
 		start := time.Now()
@@ -202,7 +248,12 @@ func (r *Runner) applyWithRetry(ctx context.Context, c Consumer, log *slog.Logge
 		}
 		if err != nil {
 			r.Metrics.observeFailure(c.Name)
-			log.Warn("apply batch failed; retrying", "records", len(recs), "err", err)
+			if IsPermanent(err) {
+				if permanent++; permanent >= PoisonAttempts {
+					return &poisonedBatch{err}
+				}
+			}
+			log.Warn("apply batch failed; retrying", "records", len(recs), "permanent", IsPermanent(err), "err", err)
 			return retry.RetryableError(err)
 		}
 		r.Metrics.observeBatch(c.Name, len(applied), time.Since(start))
@@ -211,12 +262,37 @@ func (r *Runner) applyWithRetry(ctx context.Context, c Consumer, log *slog.Logge
 	return applied, err
 }
 
+// deadLetterWithRetry dead-letters rec, retrying (Kafka or Postgres being
+// down is transient) until it is done or ctx ends.
+func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.Logger, rec *kgo.Record, cause error) error {
+	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
+	return retry.Do(ctx, backoff, func(ctx context.Context) error {
+		dlCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		done, err := r.deadLetter(dlCtx, c, rec, cause)
+		if errors.Is(err, errRejoin) || ctx.Err() != nil {
+			return err
+		}
+		if err != nil {
+			log.Error("dead-lettering a record failed; retrying", "topic", rec.Topic, "partition", rec.Partition,
+				"offset", rec.Offset, "err", err)
+			return retry.RetryableError(err)
+		}
+		if done {
+			r.Metrics.observeDeadLetter(c.Name)
+			log.Error("record dead-lettered: it cannot be applied", "topic", rec.Topic, "partition", rec.Partition,
+				"offset", rec.Offset, "dlq", schemas.DeadLetterTopic(c.Name), "err", cause)
+		}
+		return nil
+	})
+}
+
 // apply runs one transaction: lock the offset rows of the batch's partitions,
 // drop records already applied, run the handler, store the new offsets.
 func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("handler %s panicked: %v", c.Name, p)
+			err = &panicError{fmt.Sprintf("handler %s panicked: %v", c.Name, p)}
 		}
 	}()
 	tx, err := r.Pool.Begin(ctx)

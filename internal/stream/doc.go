@@ -13,9 +13,32 @@
 //     it are dropped, so a zombie instance that lost its partitions can never
 //     apply a record twice.
 //   - Records of one partition reach the handler in offset order.
-//   - A failing handler is retried with backoff on the same batch; the loop
-//     never skips a record it could not apply. Handlers skip records they
-//     cannot decode (logging them) rather than fail on them.
+//   - A batch that fails for a transient reason (Postgres or Kafka down, a
+//     lost connection, a timeout, a serialization failure) is retried with
+//     backoff, without end: nothing is ever skipped or dead-lettered because
+//     a dependency was unavailable.
+//   - One record never holds back the others (the dead-letter policy). A
+//     failure is permanent (IsPermanent) when the handler marks it with
+//     Poison (a record it cannot decode, or that breaks a rule of the data),
+//     when the handler panics, or when Postgres refuses the data (SQLSTATE
+//     class 22 data exception, 23 integrity violation, 54 program limit).
+//     A batch that fails permanently PoisonAttempts times is split in halves,
+//     each applied the same way (its records and offsets in one transaction,
+//     so good records still apply exactly once), down to single records. A
+//     record that on its own fails permanently PoisonAttempts times is
+//     produced to the consumer's dead-letter topic
+//     (schemas.DeadLetterTopic: pod.dlq.<consumer>) with its key, value and
+//     headers plus pod-dlq-* headers naming the error, the original topic,
+//     partition and offset, the consumer and the time; then one transaction
+//     stores its offset as consumed, and the loop goes on. The produce comes
+//     first (acks=all): a crash between the two dead-letters the record a
+//     second time after restart, it never loses it. Handlers do not skip
+//     records they cannot decode: they return Poison(err).
+//   - Dead letters are counted (pod_consumer_dead_letters_total) and
+//     pod_consumer_last_progress_timestamp_seconds moves whenever a batch is
+//     applied or dead-lettered or a poll finds nothing to do, so it goes
+//     stale only for a consumer stuck retrying. podctl dlq list|replay shows
+//     and re-drives dead letters.
 //   - When the stored offset moves backwards (podctl replay), the consumer
 //     rejoins and starts again from the stored offsets.
 //

@@ -12,6 +12,8 @@ type Metrics struct {
 	batchSeconds  *prometheus.HistogramVec
 	records       *prometheus.CounterVec
 	batchFailures *prometheus.CounterVec
+	deadLetters   *prometheus.CounterVec
+	lastProgress  *prometheus.GaugeVec
 }
 
 // NewMetrics registers the consumer loop metrics on reg:
@@ -19,6 +21,12 @@ type Metrics struct {
 //   - pod_consumer_batch_seconds: time to apply and commit one batch
 //   - pod_consumer_records_total: records applied
 //   - pod_consumer_batch_failures_total: failed attempts to apply a batch
+//   - pod_consumer_dead_letters_total: records moved to the dead-letter topic
+//   - pod_consumer_last_progress_timestamp_seconds: when the consumer last
+//     applied or dead-lettered a batch, or polled and found nothing to do
+//
+// Each consumer's series exist from the moment Runner.Run starts it (the
+// counters at 0), so alerts on increase() work from the first scrape.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		batchRecords: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -39,8 +47,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pod_consumer_batch_failures_total",
 			Help: "Failed attempts to apply a batch (each is retried), by consumer.",
 		}, []string{"consumer"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pod_consumer_dead_letters_total",
+			Help: "Records moved to the consumer's dead-letter topic because they can never be applied, by consumer.",
+		}, []string{"consumer"}),
+		lastProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pod_consumer_last_progress_timestamp_seconds",
+			Help: "Unix time the consumer last applied or dead-lettered records, or found nothing to do, by consumer.",
+		}, []string{"consumer"}),
 	}
-	reg.MustRegister(m.batchRecords, m.batchSeconds, m.records, m.batchFailures)
+	reg.MustRegister(m.batchRecords, m.batchSeconds, m.records, m.batchFailures, m.deadLetters, m.lastProgress)
 	return m
 }
 
@@ -51,6 +67,34 @@ func (m *Metrics) observeBatch(consumer string, n int, d time.Duration) {
 	m.batchRecords.WithLabelValues(consumer).Observe(float64(n))
 	m.batchSeconds.WithLabelValues(consumer).Observe(d.Seconds())
 	m.records.WithLabelValues(consumer).Add(float64(n))
+	m.progress(consumer)
+}
+
+// start creates consumer's series: counters at 0, progress now (it just
+// started; it goes stale only if it then makes none).
+func (m *Metrics) start(consumer string) {
+	if m == nil {
+		return
+	}
+	m.records.WithLabelValues(consumer).Add(0)
+	m.batchFailures.WithLabelValues(consumer).Add(0)
+	m.deadLetters.WithLabelValues(consumer).Add(0)
+	m.progress(consumer)
+}
+
+func (m *Metrics) progress(consumer string) {
+	if m == nil {
+		return
+	}
+	m.lastProgress.WithLabelValues(consumer).SetToCurrentTime()
+}
+
+func (m *Metrics) observeDeadLetter(consumer string) {
+	if m == nil {
+		return
+	}
+	m.deadLetters.WithLabelValues(consumer).Inc()
+	m.progress(consumer)
 }
 
 func (m *Metrics) observeFailure(consumer string) {

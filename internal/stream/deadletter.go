@@ -1,0 +1,151 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Headers a dead letter carries on top of the original record's headers.
+const (
+	HeaderDLQError     = "pod-dlq-error"     // the error that made the record unapplicable
+	HeaderDLQTopic     = "pod-dlq-topic"     // the topic the record was consumed from
+	HeaderDLQPartition = "pod-dlq-partition" // its partition (decimal)
+	HeaderDLQOffset    = "pod-dlq-offset"    // its offset (decimal)
+	HeaderDLQConsumer  = "pod-dlq-consumer"  // the consumer that gave up on it
+	HeaderDLQTime      = "pod-dlq-time"      // when, RFC 3339 with nanoseconds, UTC
+)
+
+// HeaderDLQPrefix starts every header the dead-lettering adds; a replay
+// strips them to restore the original record.
+const HeaderDLQPrefix = "pod-dlq-"
+
+// PoisonAttempts is how many times a batch (and then a record on its own)
+// is tried while it fails permanently before the runner narrows it down and,
+// for a single record, dead-letters it.
+const PoisonAttempts = 3
+
+// poisonError marks an error no retry can fix.
+type poisonError struct{ err error }
+
+func (e *poisonError) Error() string { return e.err.Error() }
+func (e *poisonError) Unwrap() error { return e.err }
+
+// Poison marks err as permanent: the record that caused it can never be
+// applied (it cannot be decoded, or breaks a rule of the data), so the
+// runner dead-letters it instead of retrying it forever. Poison(nil) is nil.
+func Poison(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &poisonError{err}
+}
+
+// panicError is a recovered handler panic; it counts as permanent.
+type panicError struct{ msg string }
+
+func (e *panicError) Error() string { return e.msg }
+
+// IsPermanent reports whether err is one that retrying the same records
+// cannot fix: an error marked with Poison, a handler panic, or a Postgres
+// error of SQLSTATE class 22 (data exception, e.g. 22P05 or 22021 for a NUL
+// byte), 23 (integrity constraint violation) or 54 (program limit
+// exceeded). Everything else (connection loss, classes 08, 40, 53, 57,
+// timeouts, Kafka errors) is transient and retried without end.
+func IsPermanent(err error) bool {
+	if err == nil || errors.Is(err, errRejoin) {
+		return false
+	}
+	var p *poisonError
+	if errors.As(err, &p) {
+		return true
+	}
+	var pn *panicError
+	if errors.As(err, &pn) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
+		switch pgErr.Code[:2] {
+		case "22", "23", "54":
+			return true
+		}
+	}
+	return false
+}
+
+// deadLetter moves rec, which failed permanently with cause, to the
+// consumer's dead-letter topic and stores its offset as consumed. The
+// partition's offset row is locked first, so of two members (one a zombie)
+// only the one that still owns the record's position dead-letters it. The
+// record is produced (acks=all) before the transaction that advances the
+// stored offset past it commits: a crash in between leaves the offset where
+// it was, and the record is dead-lettered a second time after the restart
+// (podctl dlq list then shows it twice). It is never lost. It reports
+// whether the record was dead-lettered (false: already past it).
+func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, cause error) (bool, error) {
+	if r.Producer == nil {
+		return false, errors.New("no dead-letter producer configured")
+	}
+	tx, err := r.Pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var stored int64
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
+		VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING`, c.Name, rec.Topic, rec.Partition)
+	b.Queue(`SELECT next_offset FROM consumer_offsets
+		WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
+		c.Name, rec.Topic, rec.Partition).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("lock offset %s/%d: %w", rec.Topic, rec.Partition, err)
+	}
+	switch {
+	case stored > rec.Offset:
+		return false, nil // applied or dead-lettered already
+	case stored < rec.Offset:
+		return false, errRejoin // rewound under us: re-read
+	}
+	dl := DeadLetterRecord(c.Name, rec, cause, time.Now())
+	if err := r.Producer.ProduceSync(ctx, dl).FirstErr(); err != nil {
+		return false, fmt.Errorf("produce dead letter to %s: %w", dl.Topic, err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, updated_at = now()
+		WHERE consumer = $1 AND topic = $2 AND partition = $3`,
+		c.Name, rec.Topic, rec.Partition, rec.Offset+1); err != nil {
+		return false, fmt.Errorf("store offset %s/%d: %w", rec.Topic, rec.Partition, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return true, nil
+}
+
+// DeadLetterRecord is the dead letter of rec for consumer: the same key,
+// value and headers, plus the pod-dlq-* headers naming the cause and origin.
+func DeadLetterRecord(consumer string, rec *kgo.Record, cause error, at time.Time) *kgo.Record {
+	msg := cause.Error()
+	if len(msg) > 4000 {
+		msg = msg[:4000] + "…"
+	}
+	headers := make([]kgo.RecordHeader, 0, len(rec.Headers)+6)
+	headers = append(headers, rec.Headers...)
+	headers = append(headers,
+		kgo.RecordHeader{Key: HeaderDLQError, Value: []byte(msg)},
+		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(rec.Topic)},
+		kgo.RecordHeader{Key: HeaderDLQPartition, Value: []byte(strconv.FormatInt(int64(rec.Partition), 10))},
+		kgo.RecordHeader{Key: HeaderDLQOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
+		kgo.RecordHeader{Key: HeaderDLQConsumer, Value: []byte(consumer)},
+		kgo.RecordHeader{Key: HeaderDLQTime, Value: []byte(at.UTC().Format(time.RFC3339Nano))},
+	)
+	return &kgo.Record{Topic: schemas.DeadLetterTopic(consumer), Key: rec.Key, Value: rec.Value, Headers: headers}
+}

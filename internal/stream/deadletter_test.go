@@ -1,0 +1,312 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/printpod/pod/internal/kafka"
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/schemas"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestIsPermanent(t *testing.T) {
+	pgErr := func(code string) error { return fmt.Errorf("insert: %w", &pgconn.PgError{Code: code}) }
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("broker gone"), false},
+		{context.DeadlineExceeded, false},
+		{fmt.Errorf("handle: %w", Poison(errors.New("not JSON"))), true},
+		{&panicError{"boom"}, true},
+		{pgErr("22P05"), true},  // untranslatable character (a NUL in jsonb)
+		{pgErr("22021"), true},  // invalid byte sequence (a NUL in text)
+		{pgErr("23505"), true},  // unique violation
+		{pgErr("23503"), true},  // foreign key violation
+		{pgErr("54000"), true},  // program limit exceeded
+		{pgErr("08006"), false}, // connection failure
+		{pgErr("40001"), false}, // serialization failure
+		{pgErr("40P01"), false}, // deadlock
+		{pgErr("53300"), false}, // too many connections
+		{pgErr("57P01"), false}, // admin shutdown
+		{pgErr("25P02"), false}, // in failed transaction
+		{errRejoin, false},
+	} {
+		if got := IsPermanent(tc.err); got != tc.want {
+			t.Errorf("IsPermanent(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// startDL runs c with a dead-letter producer and metrics; c's dead-letter
+// topic is created first.
+func (f fixture) startDL(t *testing.T, c Consumer, m *Metrics) running {
+	t.Helper()
+	if err := kafka.EnsureTopics(context.Background(), f.prod, schemas.DeadLetterPartitions, schemas.DeadLetterTopic(c.Name)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod, Metrics: m}
+	c.IdleCheck = 200 * time.Millisecond
+	go func() { defer close(done); _ = runner.Run(ctx, c) }()
+	return running{cancel, done}
+}
+
+func (f fixture) produceValues(t *testing.T, values ...string) {
+	t.Helper()
+	var recs []*kgo.Record
+	for _, v := range values {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(v), Value: []byte(v),
+			Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("test")}}})
+	}
+	if err := f.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deadLetters reads the whole dead-letter topic of consumer.
+func (f fixture) deadLetters(t *testing.T, consumer string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics(schemas.DeadLetterTopic(consumer)),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := f.endOffset(schemas.DeadLetterTopic(consumer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*kgo.Record
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for int64(len(out)) < ends {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d dead letters", len(out), ends)
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+func (f fixture) endOffset(topic string) (int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n, nil
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// TestPoisonRecordIsDeadLettered mixes three records no retry can apply (a
+// handler-marked one, one Postgres refuses for its NUL byte, one that makes
+// the handler panic) into a stream of good ones: every good record, before
+// and after them, is applied exactly once, and the three land in the
+// dead-letter topic with the error and their origin in headers.
+func TestPoisonRecordIsDeadLettered(t *testing.T) {
+	f := setup(t)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	var poisonTries atomic.Int32
+	c := Consumer{Name: "test.poison", Topics: []string{topic}, MaxBatch: 40, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+		for _, r := range recs {
+			switch string(r.Value) {
+			case "poison":
+				poisonTries.Add(1)
+				return Poison(errors.New("cannot decode poison"))
+			case "panic":
+				panic("handler bug on this record")
+			}
+		}
+		return insertHandler(ctx, tx, recs) // "nul\x00" fails with SQLSTATE 22021
+	}}
+	f.produce(t, 0, 100)
+	f.produceValues(t, "poison", "nul\x00", "panic")
+	f.produce(t, 100, 200)
+	r := f.startDL(t, c, m)
+	defer func() { r.stop() }()
+	f.waitCount(t, 200)
+
+	var dls []*kgo.Record
+	testenv.Eventually(t, 10*time.Second, func() error {
+		dls = f.deadLetters(t, c.Name)
+		if len(dls) != 3 {
+			return fmt.Errorf("%d dead letters, want 3", len(dls))
+		}
+		return nil
+	})
+	errs := map[string]string{}
+	for _, dl := range dls {
+		if header(dl, HeaderDLQConsumer) != c.Name || header(dl, HeaderDLQTopic) != topic || header(dl, HeaderDLQOffset) == "" ||
+			header(dl, HeaderDLQPartition) == "" || header(dl, "origin") != "test" || string(dl.Key) != string(dl.Value) {
+			t.Errorf("dead letter %q has headers %v", dl.Value, dl.Headers)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, header(dl, HeaderDLQTime)); err != nil {
+			t.Errorf("dead letter time: %v", err)
+		}
+		errs[string(dl.Value)] = header(dl, HeaderDLQError)
+	}
+	for v, want := range map[string]string{"poison": "cannot decode poison", "nul\x00": "22021", "panic": "panicked"} {
+		if !strings.Contains(errs[v], want) {
+			t.Errorf("dead letter %q: error %q, want it to mention %q", v, errs[v], want)
+		}
+	}
+	if n := testutil.ToFloat64(m.deadLetters.WithLabelValues(c.Name)); n != 3 {
+		t.Errorf("dead letter counter %v, want 3", n)
+	}
+	if n := poisonTries.Load(); n < 2*PoisonAttempts {
+		t.Errorf("the poison record was tried %d times: it must be tried in its batch and on its own", n)
+	}
+	var sum int64
+	if err := f.pool.QueryRow(context.Background(), `SELECT sum(next_offset) FROM consumer_offsets WHERE consumer = $1`, c.Name).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum != 203 {
+		t.Errorf("stored offsets sum to %d, want 203 (past the dead letters)", sum)
+	}
+
+	// A restart neither applies nor dead-letters anything again.
+	r.stop()
+	f.produce(t, 200, 210)
+	r = f.startDL(t, c, m)
+	f.waitCount(t, 210)
+	if n := len(f.deadLetters(t, c.Name)); n != 3 {
+		t.Errorf("%d dead letters after a restart, want 3", n)
+	}
+}
+
+// TestTransientFailureIsNotDeadLettered fails one record with errors that
+// are not permanent (a lost connection, a plain error) many more times than
+// PoisonAttempts: it is retried until the failure clears, then applied; the
+// dead-letter topic stays empty.
+func TestTransientFailureIsNotDeadLettered(t *testing.T) {
+	f := setup(t)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	var fails atomic.Int32
+	c := Consumer{Name: "test.transient", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+		for _, r := range recs {
+			if string(r.Value) == "v00010" {
+				switch n := fails.Add(1); {
+				case n <= 4:
+					return fmt.Errorf("write: %w", &pgconn.PgError{Code: "08006", Message: "connection failure"})
+				case n <= 8:
+					return errors.New("transient")
+				}
+			}
+		}
+		return insertHandler(ctx, tx, recs)
+	}}
+	f.produce(t, 0, 30)
+	r := f.startDL(t, c, m)
+	defer r.stop()
+	f.waitCount(t, 30)
+	if n := fails.Load(); n < 9 {
+		t.Fatalf("handler saw the failing record %d times", n)
+	}
+	if n := len(f.deadLetters(t, c.Name)); n != 0 {
+		t.Errorf("%d dead letters, want none", n)
+	}
+	if n := testutil.ToFloat64(m.deadLetters.WithLabelValues(c.Name)); n != 0 {
+		t.Errorf("dead letter counter %v, want 0", n)
+	}
+	if n := testutil.ToFloat64(m.batchFailures.WithLabelValues(c.Name)); n != 8 {
+		t.Errorf("batch failures %v, want 8", n)
+	}
+}
+
+// TestProgressMetric: the progress timestamp and the dead-letter counter
+// exist from the start; an idle consumer keeps its progress fresh, one
+// stuck on a batch does not.
+func TestProgressMetric(t *testing.T) {
+	f := setup(t)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	var stuck atomic.Bool
+	c := Consumer{Name: "test.progress", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+		if stuck.Load() {
+			return errors.New("database unavailable")
+		}
+		return insertHandler(ctx, tx, recs)
+	}}
+	started := time.Now()
+	r := f.startDL(t, c, m)
+	defer r.stop()
+	progress := func() time.Time {
+		return time.Unix(0, int64(testutil.ToFloat64(m.lastProgress.WithLabelValues(c.Name))*1e9))
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := testutil.CollectAndCount(m.deadLetters); n != 1 {
+			return fmt.Errorf("%d dead letter series", n)
+		}
+		if p := progress(); p.Before(started.Add(-time.Second)) {
+			return fmt.Errorf("progress %v before start %v", p, started)
+		}
+		return nil
+	})
+	// Idle: progress moves on with the empty polls.
+	first := progress()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !progress().After(first) {
+			return errors.New("idle consumer made no progress")
+		}
+		return nil
+	})
+	// Stuck on a batch: progress stops while the batch is retried.
+	stuck.Store(true)
+	f.produce(t, 0, 5)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if testutil.ToFloat64(m.batchFailures.WithLabelValues(c.Name)) < 3 {
+			return errors.New("batch not failing yet")
+		}
+		return nil
+	})
+	frozen := progress()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if testutil.ToFloat64(m.batchFailures.WithLabelValues(c.Name)) < 6 {
+			return errors.New("not retried enough yet")
+		}
+		return nil
+	})
+	if p := progress(); !p.Equal(frozen) {
+		t.Fatalf("a consumer retrying a failing batch made progress: %v -> %v", frozen, p)
+	}
+	stuck.Store(false)
+	f.waitCount(t, 5)
+	if !progress().After(frozen) {
+		t.Fatal("no progress after the batch applied")
+	}
+	if n := len(f.deadLetters(t, c.Name)); n != 0 {
+		t.Errorf("%d dead letters, want none", n)
+	}
+}
