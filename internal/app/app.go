@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -120,6 +121,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	if err = kafka.EnsureTopics(topicCtx, a.Producer, cfg.KafkaPartitions, schemas.AllTopics()...); err != nil {
 		return nil, err
 	}
+	// Every stage consumer's dead-letter topic, whatever roles this process
+	// runs: podctl dlq reads them all.
+	if err = kafka.EnsureTopics(topicCtx, a.Producer, schemas.DeadLetterPartitions, schemas.DeadLetterTopics(StageConsumers...)...); err != nil {
+		return nil, err
+	}
 
 	if err = a.startPprof(); err != nil {
 		return nil, err
@@ -127,7 +133,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = runCancel
 	a.startGauges(runCtx)
-	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry)}
+	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry), Producer: a.Producer}
 
 	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch,
 		webhook.NotifyDecided)
@@ -175,20 +181,25 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	return a, nil
 }
 
-// ConsumerGroups names every consumer group the service runs; their lag is
-// on /metrics.
-var ConsumerGroups = []string{
+// StageConsumers names every consumer run by the stream runner; each has a
+// dead-letter topic (schemas.DeadLetterTopic), created on start.
+var StageConsumers = []string{
 	order.DeciderName, order.FulfillmentBridgeName, webhook.DeciderName, push.ConsumerName,
 	catalogrm.ConsumerName, orderrm.ConsumerName, deliveryrm.ConsumerName,
-	delivery.FanoutName, delivery.SenderGroup,
+	delivery.FanoutName,
 }
+
+// ConsumerGroups names every consumer group the service runs; their lag is
+// on /metrics.
+var ConsumerGroups = append(slices.Clone(StageConsumers), delivery.SenderGroup)
 
 // startGauges starts the background readers behind the gauges that need a
 // query: consumer lag and end offsets (every process), orders by status
 // (processes with the projector role).
 func (a *App) startGauges(ctx context.Context) {
 	every := a.Config.MetricsRefresh
-	lag := kafka.NewLag(a.Registry, kadm.NewClient(a.Producer), ConsumerGroups, schemas.AllTopics(), a.Log)
+	topics := append(schemas.AllTopics(), schemas.DeadLetterTopics(StageConsumers...)...)
+	lag := kafka.NewLag(a.Registry, kadm.NewClient(a.Producer), ConsumerGroups, topics, a.Log)
 	var counts *orderrm.StatusCounts
 	if a.Config.HasRole(config.RoleProjector) {
 		counts = orderrm.NewStatusCounts(a.Registry, a.Work, a.Log)
@@ -203,6 +214,10 @@ func (a *App) startGauges(ctx context.Context) {
 }
 
 func (a *App) runConsumer(ctx context.Context, runner *stream.Runner, c stream.Consumer) {
+	if !slices.Contains(StageConsumers, c.Name) {
+		// Its dead letters would have no topic to go to.
+		panic("consumer " + c.Name + " is missing from app.StageConsumers")
+	}
 	c.SessionOpts = func() []kgo.Opt { return a.kafkaMetrics(c.Name) }
 	a.wg.Add(1)
 	go func() {
