@@ -105,14 +105,18 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) erro
 	var items []item
 	var accounts []uuid.UUID
 	for _, r := range recs {
+		// A record that cannot be decoded is dead-lettered by the runner;
+		// the rest go on.
 		ev, err := schemas.ParseEvent(r.Value)
-		if err != nil || !schemas.IsWebhookTopic(ev.Type) {
+		if err != nil {
+			return stream.Poison(fmt.Errorf("order event record %d/%d: %w", r.Partition, r.Offset, err))
+		}
+		if !schemas.IsWebhookTopic(ev.Type) {
 			continue
 		}
 		var d schemas.OrderEventData
 		if err := ev.Decode(&d); err != nil {
-			f.Log.Error("order event without a readable order; not delivered", "event", ev.ID, "err", err)
-			continue
+			return stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
 		}
 		items = append(items, item{ev: ev, data: d})
 		if !slices.Contains(accounts, d.Order.AccountID) {

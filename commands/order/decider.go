@@ -102,9 +102,12 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 	var cmdIDs, orderIDs []uuid.UUID
 	for _, r := range recs {
 		var c Command
-		if err := json.Unmarshal(r.Value, &c); err != nil || c.ID == uuid.Nil || c.OrderID == uuid.Nil {
-			d.Log.Error("dropping undecodable order command", "partition", r.Partition, "offset", r.Offset, "err", err)
-			continue
+		if err := json.Unmarshal(r.Value, &c); err != nil {
+			// The runner dead-letters it; the rest go on.
+			return stream.Poison(fmt.Errorf("order command %d/%d: %w", r.Partition, r.Offset, err))
+		}
+		if c.ID == uuid.Nil || c.OrderID == uuid.Nil {
+			return stream.Poison(fmt.Errorf("order command %d/%d has no id or order id", r.Partition, r.Offset))
 		}
 		cmds = append(cmds, c)
 		parts = append(parts, r.Partition)

@@ -28,9 +28,12 @@ func FulfillmentBridge(producer *kgo.Client, log *slog.Logger) stream.Consumer {
 			var out []*kgo.Record
 			for _, rec := range recs {
 				var u schemas.FulfillmentUpdate
-				if err := json.Unmarshal(rec.Value, &u); err != nil || u.ID == uuid.Nil || u.OrderID == uuid.Nil {
-					log.Error("dropping malformed fulfillment update", "offset", rec.Offset, "err", err)
-					continue
+				if err := json.Unmarshal(rec.Value, &u); err != nil {
+					// The runner dead-letters it; the rest go on.
+					return stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
+				}
+				if u.ID == uuid.Nil || u.OrderID == uuid.Nil {
+					return stream.Poison(fmt.Errorf("fulfillment update %d/%d has no id or order id", rec.Partition, rec.Offset))
 				}
 				c := Command{ID: uuid.NewSHA1(u.ID, []byte("fulfillment")), Kind: KindFulfillment, OrderID: u.OrderID,
 					Status: u.Status, Tracking: u.Tracking}

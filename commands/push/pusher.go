@@ -79,15 +79,15 @@ func (m *Manager) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 	b := &pgx.Batch{}
 	added := false
 	for _, rec := range recs {
+		// A record that cannot be decoded is dead-lettered by the runner;
+		// the rest go on.
 		ev, err := schemas.ParseEvent(rec.Value)
 		if err != nil {
-			m.Log.Error("skipping undecodable order event", "offset", rec.Offset, "err", err)
-			continue
+			return stream.Poison(fmt.Errorf("order event record %d/%d: %w", rec.Partition, rec.Offset, err))
 		}
 		var d schemas.OrderEventData
 		if err := ev.Decode(&d); err != nil {
-			m.Log.Error("skipping undecodable order event", "event_id", ev.ID, "err", err)
-			continue
+			return stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
 		}
 		o := d.Order
 		status := ""

@@ -53,15 +53,26 @@ func scanWebhook(row pgx.Row) (*Webhook, error) {
 	return &w, err
 }
 
+// decodeCommand reads a command record; one without ids cannot be decided.
+func decodeCommand(b []byte, c *Command) error {
+	if err := json.Unmarshal(b, c); err != nil {
+		return err
+	}
+	if c.ID == uuid.Nil || c.AccountID == uuid.Nil {
+		return errors.New("no command id or account id")
+	}
+	return nil
+}
+
 func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 	var cmds []Command
 	var times []time.Time
 	var ids, accounts []uuid.UUID
 	for _, r := range recs {
 		var c Command
-		if err := json.Unmarshal(r.Value, &c); err != nil || c.ID == uuid.Nil || c.AccountID == uuid.Nil {
-			d.Log.Error("dropping undecodable webhook command", "partition", r.Partition, "offset", r.Offset, "err", err)
-			continue
+		if err := decodeCommand(r.Value, &c); err != nil {
+			// The runner dead-letters it; the rest go on.
+			return stream.Poison(fmt.Errorf("webhook command %d/%d: %w", r.Partition, r.Offset, err))
 		}
 		cmds = append(cmds, c)
 		times = append(times, r.Timestamp)

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,49 +22,30 @@ var Tables = []string{"variants", "products", "stores"}
 var errBadPayload = errors.New("bad payload")
 
 // Projector returns the consumer that builds the catalog read model.
-func Projector(log *slog.Logger) stream.Consumer {
+func Projector(_ *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: []string{schemas.TopicCatalogEvents},
 		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			for _, rec := range recs {
+				// A record that cannot be decoded, or that Postgres refuses for
+				// its data (a value out of range, a NUL byte: SQLSTATE class
+				// 22, permanent to the runner), is dead-lettered by the runner
+				// instead of stalling the partition behind it.
 				ev, err := schemas.ParseEvent(rec.Value)
 				if err != nil {
-					log.Error("skipping undecodable catalog record", "partition", rec.Partition, "offset", rec.Offset, "err", err)
-					continue
+					return stream.Poison(fmt.Errorf("catalog record %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
-				// Each event runs under a savepoint, so one that Postgres refuses
-				// for its data (a value out of range, a NUL byte) is skipped
-				// instead of stalling the partition behind it.
-				sp, err := tx.Begin(ctx)
-				if err != nil {
-					return fmt.Errorf("savepoint: %w", err)
-				}
-				err = apply(ctx, sp, ev)
-				if errors.Is(err, errBadPayload) || isDataError(err) {
-					log.Error("skipping catalog event Postgres cannot store", "partition", rec.Partition, "offset", rec.Offset, "event_id", ev.ID, "err", err)
-					if rerr := sp.Rollback(ctx); rerr != nil {
-						return fmt.Errorf("rollback to savepoint: %w", rerr)
+				if err := apply(ctx, tx, ev); err != nil {
+					if errors.Is(err, errBadPayload) {
+						err = stream.Poison(err)
 					}
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if err := sp.Commit(ctx); err != nil {
-					return fmt.Errorf("release savepoint: %w", err)
+					return fmt.Errorf("catalog event %s: %w", ev.ID, err)
 				}
 			}
 			return nil
 		},
 	}
-}
-
-// isDataError reports whether Postgres refused a value (SQLSTATE class 22,
-// data exception), which no retry can fix.
-func isDataError(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
 }
 
 func apply(ctx context.Context, tx pgx.Tx, ev schemas.Event) error {

@@ -33,7 +33,8 @@ func Projector(log *slog.Logger) stream.Consumer {
 			batch := &pgx.Batch{}
 			for _, r := range recs {
 				if err := queue(batch, r); err != nil {
-					log.Error("skipping unreadable delivery log record", "topic", r.Topic, "offset", r.Offset, "err", err)
+					// The runner dead-letters it; the rest go on.
+					return stream.Poison(fmt.Errorf("delivery log record %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err))
 				}
 			}
 			if batch.Len() == 0 {

@@ -48,16 +48,19 @@ func Projector(log *slog.Logger) stream.Consumer {
 			var touched []string
 			seen := map[uuid.UUID]bool{}
 			for _, rec := range recs {
+				// A record that cannot be decoded is dead-lettered by the
+				// runner; the rest go on.
 				ev, err := schemas.ParseEvent(rec.Value)
 				if err != nil {
-					log.Error("skipping undecodable order event", "partition", rec.Partition, "offset", rec.Offset, "err", err)
-					continue
+					return stream.Poison(fmt.Errorf("order event record %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
 				version := schemas.OrderVersion(rec.Headers)
 				var d schemas.OrderEventData
-				if err := ev.Decode(&d); err != nil || version <= 0 {
-					log.Error("skipping order event without data or version", "event_id", ev.ID, "offset", rec.Offset, "err", err)
-					continue
+				if err := ev.Decode(&d); err != nil {
+					return stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
+				}
+				if version <= 0 {
+					return stream.Poison(fmt.Errorf("order event %s has no version header", ev.ID))
 				}
 				queue(batch, ev, d, version)
 				if d.Order.StoreID != uuid.Nil && !seenStore[d.Order.StoreID] {
