@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/schemas"
 )
@@ -52,9 +54,12 @@ type errorBody struct {
 }
 
 // errorHandler turns any error a handler returns into the one error shape.
-func errorHandler(log *slog.Logger) fiber.ErrorHandler {
+func errorHandler(log *slog.Logger, methods *methodTable) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		apiErr := toAPIError(err)
+		if apiErr.Status == fiber.StatusMethodNotAllowed && c.GetRespHeader(fiber.HeaderAllow) == "" {
+			apiErr = methodNotAllowed(c, methods.allowed(c.Path()))
+		}
 		if apiErr.Status >= 500 {
 			log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(),
 				"route", routeOf(c), "status", apiErr.Status, "err", err)
@@ -83,11 +88,16 @@ func toAPIError(err error) *Error {
 			return &Error{Status: fe.Code, Code: schemas.CodeMethodNotAllowed, Message: "method not allowed on this endpoint"}
 		case fiber.StatusRequestEntityTooLarge:
 			return &Error{Status: fe.Code, Code: schemas.CodePayloadTooLarge, Message: "request body is larger than 1 MiB"}
-		case fiber.StatusBadRequest, fiber.StatusUnprocessableEntity:
-			return &Error{Status: fiber.StatusBadRequest, Code: schemas.CodeValidation, Message: fe.Message}
 		}
 		if fe.Code < 500 {
-			return &Error{Status: fe.Code, Code: schemas.CodeValidation, Message: fe.Message}
+			// Fiber's own messages can quote the raw request (a malformed
+			// header line, Authorization included): answer with the
+			// status's standard text, never with request bytes.
+			status := fe.Code
+			if status == fiber.StatusUnprocessableEntity {
+				status = fiber.StatusBadRequest
+			}
+			return &Error{Status: status, Code: schemas.CodeValidation, Message: "malformed request: " + strings.ToLower(utils.StatusMessage(status))}
 		}
 	}
 	if pg.IsUnavailable(err) {

@@ -37,6 +37,8 @@ type Server struct {
 	Orders    *Orders   // nil: no order endpoints
 	Batches   *Batches  // nil: no bulk intake
 	Webhooks  *Webhooks // nil: no webhook endpoints
+
+	methods *methodTable
 }
 
 // App builds the Fiber app with every route.
@@ -47,7 +49,7 @@ func (s *Server) App() *fiber.App {
 	app.Get("/v1/openapi.json", openAPI)
 	docsRoutes(app)
 
-	v1 := app.Group("/v1", requireToken(s.Auth), rateLimit(s.Redis, s.RateLimit, s.Log))
+	v1 := app.Group("/v1", requireToken(s.Auth, s.Redis, s.RateLimit.Prefix, s.Log), rateLimit(s.Redis, s.RateLimit, s.Log), s.methods.gate, checkInput)
 	v1.Get("/stores", s.listStores)
 	v1.Get("/stores/:store_id/products", s.listProducts)
 	v1.Get("/stores/:store_id/products/:product_id", s.getProduct)
@@ -71,6 +73,7 @@ func (s *Server) App() *fiber.App {
 	if s.Webhooks != nil {
 		s.Webhooks.routes(v1, idempotency(s.Redis, s.RateLimit.Prefix, s.Webhooks.wait(), s.Webhooks.Box, s.Log))
 	}
+	s.methods.fill(app)
 	return app
 }
 
@@ -78,7 +81,10 @@ func (s *Server) App() *fiber.App {
 // /readyz and /metrics. Processes without the api role serve it so every
 // instance can be probed and scraped.
 func (s *Server) OpsApp() *fiber.App {
-	onError := errorHandler(s.Log)
+	if s.methods == nil {
+		s.methods = &methodTable{}
+	}
+	onError := errorHandler(s.Log, s.methods)
 	app := fiber.New(fiber.Config{
 		AppName:               "podsvc",
 		BodyLimit:             BodyLimit,
@@ -95,6 +101,7 @@ func (s *Server) OpsApp() *fiber.App {
 		app.Use(s.Metrics.middleware(onError))
 	}
 	app.Use(accessLog(s.Log))
+	app.Use(checkFraming)
 
 	app.Get("/healthz", healthz)
 	app.Get("/readyz", readyz(s.Checks, s.Log))

@@ -1,0 +1,349 @@
+package http
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/printpod/pod/schemas"
+)
+
+// The input gate: every request passes it before a handler runs, so no
+// handler, decider or read model ever sees text Postgres or a client could
+// choke on. Two steps share it:
+//   - checkFraming, on every request before authentication: one
+//     Authorization header at most, no conflicting Content-Length, no
+//     Content-Length beside Transfer-Encoding, a well-formed
+//     Idempotency-Key;
+//   - checkInput, on /v1 after authentication: query values, and the body
+//     (decoded from gzip within the body limit, then walked once as JSON).
+//
+// Text rules: every string (JSON keys and values, query names and values)
+// is valid UTF-8 without U+0000; a JSON object has each key once; JSON
+// nests at most MaxJSONDepth deep; every number fits a float64. A breach is
+// 400 VALIDATION_ERROR naming the field by its JSON path.
+
+// MaxJSONDepth is the deepest nesting of objects and arrays accepted.
+const MaxJSONDepth = 32
+
+// MaxIdempotencyKey is the longest Idempotency-Key accepted.
+const MaxIdempotencyKey = 255
+
+// checkFraming refuses requests whose headers can be read two ways.
+func checkFraming(c *fiber.Ctx) error {
+	var auths, lengths, encodings int
+	var length string
+	conflict := false
+	for line := range strings.SplitSeq(string(c.Request().Header.RawHeaders()), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "authorization":
+			auths++
+		case "content-length":
+			lengths++
+			if lengths > 1 && value != length {
+				conflict = true
+			}
+			length = value
+		case "transfer-encoding":
+			encodings++
+		}
+	}
+	switch {
+	case auths > 1:
+		return Validation("Authorization", "send one Authorization header, not several")
+	case conflict:
+		return Validation("Content-Length", "Content-Length headers disagree")
+	case lengths > 0 && encodings > 0:
+		return Validation("Content-Length", "send Content-Length or Transfer-Encoding, not both")
+	}
+	if err := checkIdempotencyKey(c); err != nil {
+		return err
+	}
+	return c.Next()
+}
+
+// checkIdempotencyKey holds a present Idempotency-Key to its rules: 1..255
+// printable ASCII characters, no leading or trailing space. A key that
+// breaks them is refused, never ignored: ignoring it would let a request the
+// client meant to be safe to repeat run twice.
+func checkIdempotencyKey(c *fiber.Ctx) error {
+	keys := c.Request().Header.PeekAll("Idempotency-Key")
+	if len(keys) == 0 {
+		return nil
+	}
+	const rule = "Idempotency-Key must be 1 to 255 printable ASCII characters with no leading or trailing space"
+	if len(keys) > 1 {
+		return Validation("Idempotency-Key", "send one Idempotency-Key header, not several")
+	}
+	k := keys[0]
+	if len(k) == 0 || len(k) > MaxIdempotencyKey || k[0] == ' ' || k[len(k)-1] == ' ' {
+		return Validation("Idempotency-Key", rule)
+	}
+	for _, b := range k {
+		if b < ' ' || b > '~' {
+			return Validation("Idempotency-Key", rule)
+		}
+	}
+	return nil
+}
+
+// checkInput decodes and checks the query and body of an API request.
+func checkInput(c *fiber.Ctx) error {
+	var bad *Error
+	c.Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
+		if bad != nil {
+			return
+		}
+		name := string(k)
+		if !validText(k) {
+			bad = Validation("query", "query parameter names must be valid UTF-8 without U+0000")
+			return
+		}
+		bad = textError(name, v)
+	})
+	if bad != nil {
+		return bad
+	}
+	if err := decodeBody(c); err != nil {
+		return err
+	}
+	if body := c.Request().Body(); len(bytes.TrimSpace(body)) > 0 {
+		if err := CheckJSON(body); err != nil {
+			return err
+		}
+	}
+	return c.Next()
+}
+
+// decodeBody replaces a gzip body by its decoded bytes, reading at most
+// BodyLimit of them: a small body that inflates past the limit is refused
+// as soon as it does, never held whole.
+func decodeBody(c *fiber.Ctx) error {
+	enc := strings.ToLower(strings.TrimSpace(c.Get(fiber.HeaderContentEncoding)))
+	switch enc {
+	case "", "identity":
+		return nil
+	case "gzip", "x-gzip":
+	default:
+		return Validation("Content-Encoding", "Content-Encoding must be gzip or identity")
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(c.Request().Body()))
+	if err != nil {
+		return Validation("Content-Encoding", "the body is not valid gzip")
+	}
+	decoded, err := io.ReadAll(io.LimitReader(zr, BodyLimit+1))
+	if err != nil {
+		return Validation("Content-Encoding", "the body is not valid gzip")
+	}
+	if len(decoded) > BodyLimit {
+		return tooLarge()
+	}
+	c.Request().SetBodyRaw(decoded)
+	c.Request().Header.Del(fiber.HeaderContentEncoding)
+	return nil
+}
+
+func tooLarge() *Error {
+	return &Error{Status: fiber.StatusRequestEntityTooLarge, Code: schemas.CodePayloadTooLarge,
+		Message: "request body is larger than 1 MiB"}
+}
+
+// validText reports whether b is valid UTF-8 without U+0000.
+func validText(b []byte) bool {
+	return utf8.Valid(b) && bytes.IndexByte(b, 0) < 0
+}
+
+// textError is the error for field's text b, or nil when b is valid.
+func textError(field string, b []byte) *Error {
+	switch {
+	case !utf8.Valid(b):
+		return Validation(field, field+" must be valid UTF-8")
+	case bytes.IndexByte(b, 0) >= 0:
+		return Validation(field, field+" must not contain the NUL character (U+0000)")
+	}
+	return nil
+}
+
+// CheckJSON walks a JSON body once and returns the first breach of the text
+// rules as a 400 naming the field, or nil.
+func CheckJSON(body []byte) *Error {
+	badByte := -1
+	if !utf8.Valid(body) {
+		badByte = firstInvalidUTF8(body)
+	}
+	w := jsonWalk{dec: json.NewDecoder(bytes.NewReader(body))}
+	w.dec.UseNumber()
+	for {
+		tok, err := w.dec.Token()
+		if errors.Is(err, io.EOF) {
+			if !w.done {
+				return Validation(w.path(), "request body is not valid JSON: it ends early")
+			}
+			return nil
+		}
+		if badByte >= 0 && w.dec.InputOffset() > int64(badByte) {
+			// Go's decoder would turn the bad bytes into U+FFFD; name the
+			// field they sit in instead.
+			field := w.path()
+			if s, ok := tok.(string); ok && w.expectingKey() {
+				field = w.join(s)
+			}
+			return Validation(field, orBody(field)+" must be valid UTF-8")
+		}
+		if err != nil {
+			return Validation(w.path(), "request body is not valid JSON"+w.near())
+		}
+		if w.done {
+			return Validation("", "request body must hold one JSON value, with nothing after it")
+		}
+		if e := w.step(tok); e != nil {
+			return e
+		}
+	}
+}
+
+func orBody(field string) string {
+	if field == "" {
+		return "request body"
+	}
+	return field
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+// frame is one open object or array of a jsonWalk.
+type frame struct {
+	object  bool
+	keys    map[string]struct{}
+	key     string // object: the current key
+	haveKey bool   // object: a key was read, its value is next
+	index   int    // array: the current element
+}
+
+type jsonWalk struct {
+	dec   *json.Decoder
+	stack []*frame
+	done  bool // the top-level value is complete
+}
+
+func (w *jsonWalk) top() *frame {
+	if len(w.stack) == 0 {
+		return nil
+	}
+	return w.stack[len(w.stack)-1]
+}
+
+func (w *jsonWalk) expectingKey() bool {
+	f := w.top()
+	return f != nil && f.object && !f.haveKey
+}
+
+// path is the JSON path of the value being read: line_items[2].note.
+func (w *jsonWalk) path() string {
+	var b strings.Builder
+	for _, f := range w.stack {
+		switch {
+		case f.object && f.haveKey:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(f.key)
+		case !f.object:
+			b.WriteString("[" + strconv.Itoa(f.index) + "]")
+		}
+	}
+	return b.String()
+}
+
+// join is the path of key inside the innermost object.
+func (w *jsonWalk) join(key string) string {
+	if p := w.path(); p != "" {
+		return p + "." + key
+	}
+	return key
+}
+
+func (w *jsonWalk) near() string {
+	return fmt.Sprintf(" (near byte %d)", w.dec.InputOffset())
+}
+
+// valueDone moves past a complete value.
+func (w *jsonWalk) valueDone() {
+	f := w.top()
+	switch {
+	case f == nil:
+		w.done = true
+	case f.object:
+		f.haveKey = false
+	default:
+		f.index++
+	}
+}
+
+func (w *jsonWalk) step(tok json.Token) *Error {
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{', '[':
+			if len(w.stack) >= MaxJSONDepth {
+				return Validation(w.path(), fmt.Sprintf("request body nests deeper than %d levels", MaxJSONDepth))
+			}
+			f := &frame{object: t == '{'}
+			if f.object {
+				f.keys = map[string]struct{}{}
+			}
+			w.stack = append(w.stack, f)
+		default:
+			w.stack = w.stack[:len(w.stack)-1]
+			w.valueDone()
+		}
+	case string:
+		if w.expectingKey() {
+			field := w.join(t)
+			if e := textError(field, []byte(t)); e != nil {
+				return e
+			}
+			f := w.top()
+			if _, dup := f.keys[t]; dup {
+				return Validation(field, field+" appears twice in one object")
+			}
+			f.keys[t] = struct{}{}
+			f.key, f.haveKey = t, true
+			return nil
+		}
+		if e := textError(orBody(w.path()), []byte(t)); e != nil {
+			return e
+		}
+		w.valueDone()
+	case json.Number:
+		if _, err := strconv.ParseFloat(string(t), 64); err != nil {
+			field := w.path()
+			return Validation(field, orBody(field)+" is a number out of range")
+		}
+		w.valueDone()
+	default: // bool, nil
+		w.valueDone()
+	}
+	return nil
+}

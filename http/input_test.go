@@ -1,0 +1,52 @@
+package http
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckJSON(t *testing.T) {
+	cases := []struct {
+		name  string
+		body  string
+		field string // "" with ok: accepted
+		ok    bool
+	}{
+		{name: "a plain object is accepted", body: `{"a":"b","n":[1,2,{"c":null}]}`, ok: true},
+		{name: "escaped non-ASCII text is accepted", body: `{"a":"caf\u00e9 \ud83d\ude00"}`, ok: true},
+		{name: "a NUL escape in a value names its field", body: `{"a":{"b":["x","y\u0000"]}}`, field: "a.b[1]"},
+		{name: "a raw NUL byte in a value names its field", body: "{\"note\":\"x\x00\"}", field: "note"},
+		{name: "a NUL in a key names the key", body: `{"a":{"k\u0000":1}}`, field: "a.k\x00"},
+		{name: "invalid UTF-8 in a value names its field", body: "{\"a\":1,\"note\":\"\xff\"}", field: "note"},
+		{name: "invalid UTF-8 in a key names the key", body: "{\"a\":{\"\xc3(\":1}}", field: "a.\ufffd("},
+		{name: "a key given twice names the key", body: `{"x":{"a":1,"a":2}}`, field: "x.a"},
+		{name: "the same key in two objects is accepted", body: `[{"a":1},{"a":2}]`, ok: true},
+		{name: "a number beyond float64 names its field", body: `{"q":[1e999]}`, field: "q[0]"},
+		{name: "nesting past the limit is refused", body: strings.Repeat("[", MaxJSONDepth+1) + strings.Repeat("]", MaxJSONDepth+1), field: strings.Repeat("[0]", MaxJSONDepth)},
+		{name: "nesting at the limit is accepted", body: strings.Repeat("[", MaxJSONDepth) + strings.Repeat("]", MaxJSONDepth), ok: true},
+		{name: "two top-level values are refused", body: `{} {}`, field: ""},
+		{name: "a syntax error is refused", body: `{"a":}`, field: "a"},
+		{name: "a truncated body is refused", body: `{"a":[1,`, field: "a[1]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckJSON([]byte(c.body))
+			if c.ok {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if err.Status != 400 || err.Code != "VALIDATION_ERROR" {
+				t.Fatalf("answer %d %s", err.Status, err.Code)
+			}
+			got, _ := err.Details["field"].(string)
+			if got != c.field {
+				t.Fatalf("field %q, want %q (%s)", got, c.field, err.Message)
+			}
+		})
+	}
+}
