@@ -3,7 +3,14 @@ package http
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"math"
 	"strings"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -25,30 +32,85 @@ func unauthorized(msg string) *Error {
 	return &Error{Status: fiber.StatusUnauthorized, Code: schemas.CodeUnauthorized, Message: msg}
 }
 
+// Failed authentication is limited per client address: past the budget a
+// bad token answers 429 instead of 401, so guessing tokens is slow.
+var authFailLimit = redis_rate.Limit{Rate: 5, Burst: 20, Period: time.Second}
+
+// badTokens remembers token hashes that named no active token, so a bad
+// token seen again costs a map lookup, not a Postgres query. Tokens are
+// random, so no token is issued after it was seen as bad; a revoked token
+// never comes back.
+type badTokens = expirable.LRU[string, struct{}]
+
+func newBadTokens() *badTokens {
+	return expirable.NewLRU[string, struct{}](16384, nil, 10*time.Minute)
+}
+
 // requireToken rejects requests without a valid bearer token and stores the
 // token's account for the handlers.
-func requireToken(auth Authenticator) fiber.Handler {
+func requireToken(auth Authenticator, rdb *redis.Client, prefix string, log *slog.Logger) fiber.Handler {
+	bad := newBadTokens()
+	var limiter *redis_rate.Limiter
+	if rdb != nil {
+		limiter = redis_rate.NewLimiter(rdb)
+	}
+	refuse := func(c *fiber.Ctx, msg string) error {
+		if limiter != nil {
+			// The failure budget is spent only by failures; past 100ms
+			// without Redis the 401 is answered as it is.
+			ctx, cancel := context.WithTimeout(c.UserContext(), 100*time.Millisecond)
+			res, err := limiter.Allow(ctx, prefix+"authfail:"+c.IP(), authFailLimit)
+			cancel()
+			if err == nil && res.Allowed == 0 {
+				return &Error{Status: fiber.StatusTooManyRequests, Code: schemas.CodeRateLimited, RetryAfter: max(1, int(math.Ceil(res.RetryAfter.Seconds()))),
+					Message: "too many failed authentications from this address; retry after the number of seconds in Retry-After"}
+			}
+			if err != nil {
+				log.DebugContext(ctx, "failed-authentication limit unavailable", "err", err)
+			}
+		}
+		return unauthorized(msg)
+	}
 	return func(c *fiber.Ctx) error {
 		h := c.Get(fiber.HeaderAuthorization)
 		if h == "" {
-			return unauthorized("missing Authorization header; send Authorization: Bearer <token>")
+			return refuse(c, "missing Authorization header; send Authorization: Bearer <token>")
 		}
 		scheme, token, ok := strings.Cut(h, " ")
 		token = strings.TrimSpace(token)
-		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-			return unauthorized("malformed Authorization header; send Authorization: Bearer <token>")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || !printableToken(token) {
+			return refuse(c, "malformed Authorization header; send Authorization: Bearer <token>")
+		}
+		hash := string(accounts.Hash(token))
+		if bad.Contains(hash) {
+			return refuse(c, "invalid or revoked token")
 		}
 		account, err := auth.Authenticate(c.UserContext(), token)
 		if errors.Is(err, accounts.ErrNoToken) {
-			return unauthorized("invalid or revoked token")
+			bad.Add(hash, struct{}{})
+			return refuse(c, "invalid or revoked token")
 		}
 		if err != nil {
 			return err
 		}
 		c.Locals(localAccount, account)
-		c.Locals(localToken, string(accounts.Hash(token)))
+		c.Locals(localToken, hash)
 		return c.Next()
 	}
+}
+
+// printableToken reports whether a bearer token is 1..512 visible ASCII
+// characters: anything else cannot be a token we issued.
+func printableToken(t string) bool {
+	if t == "" || len(t) > 512 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // accountOf is the authenticated account of the request.

@@ -102,17 +102,9 @@ func (w *Webhooks) topics(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"data": schemas.WebhookTopics})
 }
 
-func pathID(c *fiber.Ctx, name, what string) (uuid.UUID, error) {
-	id, err := uuid.Parse(c.Params(name))
-	if err != nil {
-		return uuid.Nil, NotFound(what) // a malformed id names nothing
-	}
-	return id, nil
-}
-
 // load finds the caller's webhook or answers 404.
 func (w *Webhooks) load(c *fiber.Ctx) (*webhook.Webhook, error) {
-	id, err := pathID(c, "id", "webhook")
+	id, err := pathUUID(c, "id")
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +162,10 @@ type webhookBody struct {
 	isActive       *bool
 }
 
+// webhookFields are the fields of a webhook body; only description may be
+// null (it clears the description).
+var webhookFields = []string{"url", "topics", "description", "is_active"}
+
 // decodeWebhookBody reads a create (every field allowed, url and topics
 // required) or patch (at least one field) body, naming the field of the
 // first problem.
@@ -186,6 +182,9 @@ func (w *Webhooks) decodeWebhookBody(raw []byte, patch bool) (webhookBody, error
 	slices.Sort(keys)
 	for _, k := range keys {
 		v := fields[k]
+		if string(v) == "null" && k != "description" && slices.Contains(webhookFields, k) {
+			return b, Validation(k, k+" cannot be null")
+		}
 		switch k {
 		case "url":
 			var s string
@@ -510,7 +509,7 @@ func (w *Webhooks) loadDelivery(c *fiber.Ctx) (*webhook.Webhook, deliveryrm.Reco
 	if err != nil {
 		return nil, deliveryrm.Record{}, err
 	}
-	id, err := pathID(c, "delivery_id", "delivery")
+	id, err := pathUUID(c, "delivery_id")
 	if err != nil {
 		return nil, deliveryrm.Record{}, err
 	}

@@ -1,0 +1,98 @@
+package http
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/printpod/pod/schemas"
+)
+
+// methodTable knows which methods each route path answers, so a path that
+// exists answers 405 with Allow for any other method, also where a route
+// with a parameter ({order_id}) could take the same segment: the path
+// /v1/orders/pod/batches is a path of its own, never an order id.
+type methodTable struct {
+	static map[string][]string // path without parameters -> methods
+	routes []routeMethods
+}
+
+type routeMethods struct {
+	segments []string
+	methods  []string
+}
+
+// fill reads the app's routes; call it once every route is registered.
+func (t *methodTable) fill(app *fiber.App) {
+	byPath := map[string][]string{}
+	var paths []string
+	for _, r := range app.GetRoutes(true) {
+		if _, ok := byPath[r.Path]; !ok {
+			paths = append(paths, r.Path)
+		}
+		if !slices.Contains(byPath[r.Path], r.Method) {
+			byPath[r.Path] = append(byPath[r.Path], r.Method)
+		}
+	}
+	t.static = map[string][]string{}
+	for _, p := range paths {
+		methods := byPath[p]
+		slices.Sort(methods)
+		if !strings.ContainsAny(p, ":*") {
+			t.static[p] = methods
+		}
+		t.routes = append(t.routes, routeMethods{segments: strings.Split(p, "/"), methods: methods})
+	}
+}
+
+// allowed lists the methods path answers: a static route's own, else those
+// of every route template that matches it.
+func (t *methodTable) allowed(path string) []string {
+	if m, ok := t.static[path]; ok {
+		return m
+	}
+	segs := strings.Split(path, "/")
+	var out []string
+	for _, r := range t.routes {
+		if matchSegments(r.segments, segs) {
+			for _, m := range r.methods {
+				if !slices.Contains(out, m) {
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func matchSegments(tmpl, segs []string) bool {
+	for i, s := range tmpl {
+		if s == "*" || strings.HasPrefix(s, "*") {
+			return true
+		}
+		if i >= len(segs) {
+			return false
+		}
+		if !strings.HasPrefix(s, ":") && s != segs[i] {
+			return false
+		}
+	}
+	return len(tmpl) == len(segs)
+}
+
+func methodNotAllowed(c *fiber.Ctx, allowed []string) *Error {
+	allow := strings.Join(allowed, ", ")
+	c.Set(fiber.HeaderAllow, allow)
+	return &Error{Status: fiber.StatusMethodNotAllowed, Code: schemas.CodeMethodNotAllowed,
+		Message: "method not allowed on this endpoint; allowed: " + allow}
+}
+
+// gate answers 405 for a static path asked with a method it lacks, before
+// a parameter route could take the request.
+func (t *methodTable) gate(c *fiber.Ctx) error {
+	if m, ok := t.static[c.Path()]; ok && !slices.Contains(m, c.Method()) {
+		return methodNotAllowed(c, m)
+	}
+	return c.Next()
+}
