@@ -21,44 +21,90 @@ type Hook struct {
 	PreviousSecret string // set while the previous secret still signs
 }
 
-// Hooks reads webhooks for the sender, caching each for TTL so a burst of
-// deliveries to one endpoint costs one query. A change (disable, new URL,
-// rotation) is seen within TTL.
+// Hooks reads webhooks for the sender. Every Get reads the webhook's row
+// as it is after Get was called, never an older copy: a change the decider
+// has answered (a rotation, a disable, a new URL) is in effect for every
+// attempt made after the answer. A copy kept for any time, however short,
+// would sign a delivery sent right after a rotation with the old secret
+// only. The read is one primary-key lookup, small next to the request it
+// precedes; concurrent Gets of one webhook share one read that began after
+// they were called, so a burst to one endpoint holds at most one query in
+// flight and one waiting.
 type Hooks struct {
 	Pool *pgxpool.Pool
 	Box  *secretbox.Box
-	TTL  time.Duration
+	// TTL is not used: nothing is served from an older read (see Hooks).
+	// It remains so that existing wiring compiles.
+	TTL time.Duration
 
 	mu    sync.Mutex
-	cache map[uuid.UUID]cached
+	reads map[uuid.UUID]*hookReads
 }
 
-type cached struct {
-	hook *Hook // nil: no such webhook
-	at   time.Time
+// hookReads are the reads of one webhook: the one running and the one that
+// starts when it ends (joined by every Get called meanwhile, as the running
+// one may have begun before them).
+type hookReads struct {
+	running, next *hookRead
 }
 
-// Get returns the webhook, or nil when it does not exist (deleted). A
-// cached copy older than generation gen (the task was made after a
-// re-activation the cache has not seen) is read again.
-func (h *Hooks) Get(ctx context.Context, id uuid.UUID, gen int) (*Hook, error) {
+type hookRead struct {
+	done chan struct{}
+	hook *Hook
+	err  error
+}
+
+// readTimeout bounds one read of a webhook (shared by its callers, so not
+// bound to any one caller's context).
+const readTimeout = 10 * time.Second
+
+// Get returns the webhook as stored now, or nil when it does not exist
+// (deleted).
+func (h *Hooks) Get(ctx context.Context, id uuid.UUID) (*Hook, error) {
 	h.mu.Lock()
-	if c, ok := h.cache[id]; ok && time.Since(c.at) < h.TTL && (c.hook == nil || c.hook.Gen >= gen) {
-		h.mu.Unlock()
-		return c.hook, nil
+	if h.reads == nil {
+		h.reads = map[uuid.UUID]*hookReads{}
+	}
+	rs := h.reads[id]
+	if rs == nil {
+		rs = &hookReads{}
+		h.reads[id] = rs
+	}
+	r := rs.next
+	if r == nil {
+		r = &hookRead{done: make(chan struct{})}
+		if rs.running == nil {
+			rs.running = r
+			go h.read(id, rs, r)
+		} else {
+			rs.next = r
+		}
 	}
 	h.mu.Unlock()
-	hook, err := h.load(ctx, id)
-	if err != nil {
-		return nil, err
+	select {
+	case <-r.done:
+		return r.hook, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
+}
+
+// read loads the webhook for r's callers, then starts the read waiting
+// behind it, if any.
+func (h *Hooks) read(id uuid.UUID, rs *hookReads, r *hookRead) {
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	r.hook, r.err = h.load(ctx, id)
+	cancel()
+	close(r.done)
 	h.mu.Lock()
-	if h.cache == nil || len(h.cache) > 100000 {
-		h.cache = map[uuid.UUID]cached{}
+	defer h.mu.Unlock()
+	if rs.next != nil {
+		rs.running, rs.next = rs.next, nil
+		go h.read(id, rs, rs.running)
+		return
 	}
-	h.cache[id] = cached{hook: hook, at: time.Now()}
-	h.mu.Unlock()
-	return hook, nil
+	rs.running = nil
+	delete(h.reads, id)
 }
 
 func (h *Hooks) load(ctx context.Context, id uuid.UUID) (*Hook, error) {

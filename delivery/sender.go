@@ -640,7 +640,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 	}
 	var hook *Hook
 	if err := retry.Do(ctx, retry.NewConstant(time.Second), func(ctx context.Context) error {
-		h, err := s.Hooks.Get(ctx, t.WebhookID, t.Gen)
+		h, err := s.Hooks.Get(ctx, t.WebhookID)
 		if err != nil {
 			s.Log.Warn("loading webhook failed; retrying", "webhook", t.WebhookID, "err", err)
 			return retry.RetryableError(err)

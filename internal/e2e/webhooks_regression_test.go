@@ -182,3 +182,62 @@ func TestWebhookSecretNotShownAfterIdempotencyWindow(t *testing.T) {
 		t.Fatalf("repeat after the window (status %d): %s", r2.Status, r2.Body)
 	}
 }
+
+// waitReceived waits for the receiver to get the event with id event.
+func waitReceived(t *testing.T, rc *receiver, event uuid.UUID, timeout time.Duration) received {
+	t.Helper()
+	var got received
+	testenv.Eventually(t, timeout, func() error {
+		for _, g := range rc.requests() {
+			if g.ID == event.String() {
+				got = g
+				return nil
+			}
+		}
+		return fmt.Errorf("event %s not received yet", event)
+	})
+	return got
+}
+
+// A delivery sent after a rotation was answered is signed with the new
+// secret (X-Webhook-Signature) and with both (webhook-signature), even when
+// the sender read the webhook just before the rotation: its copy of the
+// webhook must not outlive the answer. Each round reads the webhook with a
+// delivery, rotates, and sends the next delivery at once.
+func TestRotatedSecretSignsTheNextDelivery(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc))
+	w := createWebhook(t, d.client, rc.url("/hooks"))
+	secret := w.Secret
+	for round := 1; round <= 3; round++ {
+		warm := sendTest(t, d.client, w.ID)
+		if g := waitReceived(t, rc, warm.EventID, 20*time.Second); !verifyInterfaceSignature(secret, g.Timestamp, g.Body,
+			g.Header.Get("X-Webhook-Signature")) {
+			t.Fatalf("round %d: the delivery before the rotation is not signed with the current secret", round)
+		}
+		r := d.client.Do("POST", "/v1/me/webhooks/"+w.ID.String()+"/rotate-secret", nil)
+		if r.Status != 200 {
+			t.Fatalf("rotate: %d %s", r.Status, r.Body)
+		}
+		var rotated webhookJSON
+		r.JSON(t, &rotated)
+		if rotated.Secret == "" || rotated.Secret == secret {
+			t.Fatalf("round %d: rotation answered secret %q", round, rotated.Secret)
+		}
+		next := sendTest(t, d.client, w.ID)
+		g := waitReceived(t, rc, next.EventID, 20*time.Second)
+		if !verifyInterfaceSignature(rotated.Secret, g.Timestamp, g.Body, g.Header.Get("X-Webhook-Signature")) {
+			old := verifyInterfaceSignature(secret, g.Timestamp, g.Body, g.Header.Get("X-Webhook-Signature"))
+			t.Fatalf("round %d: X-Webhook-Signature of the delivery after the rotation does not verify with the new secret (with the old one: %v)",
+				round, old)
+		}
+		std := g.Header.Get("webhook-signature")
+		if !verifyStandardSignature(rotated.Secret, g.Header.Get("webhook-id"), g.Header.Get("webhook-timestamp"), g.Body, std) {
+			t.Fatalf("round %d: webhook-signature %q has no signature with the new secret", round, std)
+		}
+		if !verifyStandardSignature(secret, g.Header.Get("webhook-id"), g.Header.Get("webhook-timestamp"), g.Body, std) {
+			t.Fatalf("round %d: webhook-signature %q has no signature with the previous secret", round, std)
+		}
+		secret = rotated.Secret
+	}
+}
