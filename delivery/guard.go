@@ -315,6 +315,7 @@ var (
 		"100::/64",       // discard-only
 		"2001::/32",      // Teredo
 		"2001:db8::/32",  // documentation
+		"3fff::/20",      // documentation (RFC 9637)
 		"fc00::/7",       // unique local
 		"fe80::/10",      // link-local
 		"fec0::/10",      // site-local (deprecated)

@@ -70,6 +70,9 @@ var refusedURLCases = []urlCase{
 	{"benchmark", "http://198.18.0.1", reasonPrivate},
 	{"test-net-2", "http://198.51.100.7", reasonPrivate},
 	{"test-net-3", "http://203.0.113.5", reasonPrivate},
+	{"test-net-1 last", "http://192.0.2.255/hook", reasonPrivate},
+	{"test-net-2 hex", "https://0xc6336401", reasonPrivate},
+	{"test-net-3 short", "http://203.0.28933", reasonPrivate},
 	{"multicast", "http://224.0.0.1", reasonPrivate},
 	{"reserved", "http://240.0.0.1", reasonPrivate},
 	{"broadcast", "https://255.255.255.255", reasonPrivate},
@@ -106,6 +109,14 @@ var refusedURLCases = []urlCase{
 	{"site-local", "http://[fec0::1]", reasonPrivate},
 	{"multicast v6", "http://[ff02::1]", reasonPrivate},
 	{"documentation v6", "http://[2001:db8::1]", reasonPrivate},
+	{"documentation v6 last", "https://[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:8443", reasonPrivate},
+	{"documentation v6 3fff", "http://[3fff::1]", reasonPrivate},
+	{"documentation v6 3fff last", "https://[3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff]/hook", reasonPrivate},
+	{"v4-mapped test-net-1", "http://[::ffff:192.0.2.1]", reasonPrivate},
+	{"v4-mapped test-net-2 hex", "https://[::ffff:c633:6401]", reasonPrivate},
+	{"v4-compatible test-net-3", "http://[::203.0.113.9]", reasonPrivate},
+	{"nat64 test-net-3", "https://[64:ff9b::cb00:7105]", reasonPrivate},
+	{"6to4 test-net-1", "https://[2002:c000:201::1]", reasonPrivate},
 	{"discard v6", "http://[100::1]", reasonPrivate},
 	{"bracketed v4", "http://[127.0.0.1]", ""},
 
@@ -169,6 +180,7 @@ var acceptedURLCases = []urlCase{
 	{"public 6to4", "https://[2002:5db8:d822::1]", ""},
 	{"max port", "https://example.com:65535", ""},
 	{"max label", "https://" + strings.Repeat("a", 63) + ".com", ""},
+	{"past documentation v6 3fff", "https://[3fff:1000::1]", ""},
 }
 
 func wantReason(t *testing.T, err error, want string) {
@@ -306,6 +318,15 @@ func TestBlockedAddr(t *testing.T) {
 		{"100::1", true},
 		{"2001::1", true},
 		{"2001:db8::1", true},
+		{"2001:db8:ffff::1", true},
+		{"3fff::", true},
+		{"3fff::1", true},
+		{"3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff", true},
+		{"::ffff:192.0.2.1", true},
+		{"::ffff:198.51.100.1", true},
+		{"::ffff:203.0.113.1", true},
+		{"64:ff9b::c633:6401", true},
+		{"2002:cb00:7101::1", true},
 		{"2002:7f00:1::", true},
 		{"2002:a00:1::1", true},
 		{"fc00::1", true},
@@ -336,6 +357,12 @@ func TestBlockedAddr(t *testing.T) {
 		{"2001:4860:4860::8888", false},
 		{"2606:2800:220:1:248:1893:25c8:1946", false},
 		{"2a00:1450:4001::1", false},
+		{"3ffe:ffff::1", false},
+		{"3fff:1000::1", false},
+		{"2001:db9::1", false},
+		{"192.0.3.1", false},
+		{"198.51.101.1", false},
+		{"203.0.114.1", false},
 	}
 	for _, c := range cases {
 		t.Run(c.addr, func(t *testing.T) {
