@@ -10,11 +10,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/schemas"
 	"github.com/shopspring/decimal"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Variant is what validation and pricing need to know of a catalog variant.
@@ -84,11 +86,14 @@ func (r CreateRequest) VariantIDs() []uuid.UUID {
 // returned as a *FieldError; checks run in a fixed order, so the same input
 // always gets the same answer.
 func Validate(r CreateRequest, variants map[uuid.UUID]Variant, rates Rates) (Draft, error) {
-	d := Draft{ReferenceID: strings.TrimSpace(r.ReferenceID), Note: r.Note, Tags: r.Tags, Force: r.Force,
+	d := Draft{ReferenceID: norm.NFC.String(strings.TrimSpace(r.ReferenceID)), Note: r.Note, Tags: r.Tags, Force: r.Force,
 		LabelLink: strings.TrimSpace(r.LabelLink), TrackingNumber: strings.TrimSpace(r.TrackingNumber)}
 
 	if len(d.ReferenceID) > maxReferenceID {
 		return Draft{}, fieldErr("reference_id", "reference_id must be at most %d characters", maxReferenceID)
+	}
+	if strings.IndexFunc(d.ReferenceID, invisible) >= 0 {
+		return Draft{}, fieldErr("reference_id", "reference_id must not contain control or format characters (such as bidi overrides or zero-width spaces)")
 	}
 	if utf8.RuneCountInString(d.Note) > maxNote {
 		return Draft{}, fieldErr("note", "note must be at most %d characters", maxNote)
@@ -327,6 +332,10 @@ func validateLine(p string, l LineRequest, variants map[uuid.UUID]Variant, rates
 	pl := pricedLine{category: v.Category, price: v.Price, sides: printSides, yarn: l.YarnType, addon: l.AddonService, quantity: int64(l.Quantity)}
 	return line, pl, nil
 }
+
+// invisible reports control and format characters (Unicode Cc and Cf): a
+// reference holding one can look like another reference and is refused.
+func invisible(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }
 
 func isHTTPURL(s string) bool {
 	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {

@@ -106,6 +106,14 @@ func validate(t *testing.T, body []byte) (Draft, error) {
 	return Validate(req, testCatalog(), testRates())
 }
 
+func TestReferenceIDIsComparedInNFC(t *testing.T) {
+	nfc, _ := validate(t, with(t, map[string]any{"reference_id": "caf\u00e9"}))
+	nfd, _ := validate(t, with(t, map[string]any{"reference_id": "cafe\u0301"}))
+	if nfc.ReferenceID != nfd.ReferenceID || OrderID(storeA, nfc.ReferenceID) != OrderID(storeA, nfd.ReferenceID) {
+		t.Fatalf("NFC %q and NFD %q are two references", nfc.ReferenceID, nfd.ReferenceID)
+	}
+}
+
 func TestCreateRules(t *testing.T) {
 	label := map[string]any{"shipping_address": nil, "label_link": "https://labels.example/l.pdf", "tracking_number": "1Z999"}
 	tests := []struct {
@@ -117,6 +125,10 @@ func TestCreateRules(t *testing.T) {
 		{"valid standard order", with(t, nil), "", ""},
 		{"valid label order", with(t, label), "", ""},
 		{"reference_id is optional", with(t, map[string]any{"reference_id": nil}), "", ""},
+		{"reference_id with a bell is refused", with(t, map[string]any{"reference_id": "R\a1"}), "reference_id", "reference_id must not contain control or format characters (such as bidi overrides or zero-width spaces)"},
+		{"reference_id with a right-to-left override is refused", with(t, map[string]any{"reference_id": "R\u202e1"}), "reference_id", "reference_id must not contain control or format characters (such as bidi overrides or zero-width spaces)"},
+		{"reference_id with a zero-width space is refused", with(t, map[string]any{"reference_id": "R\u200b1"}), "reference_id", "reference_id must not contain control or format characters (such as bidi overrides or zero-width spaces)"},
+		{"reference_id in another script is accepted", with(t, map[string]any{"reference_id": "заказ-1"}), "", ""},
 		{"phone is optional", with(t, map[string]any{"customer": map[string]any{"email": "a@b.co", "first_name": "A", "last_name": "B", "phone": "+1 555"}}), "", ""},
 		{"neither address nor label", with(t, map[string]any{"shipping_address": nil}), "shipping_address", "shipping_address is required for standard orders; label orders send label_link and tracking_number instead"},
 		{"address and label", with(t, map[string]any{"label_link": "https://l.example/x.pdf", "tracking_number": "1Z"}), "shipping_address", "shipping_address must not be provided for label orders"},
