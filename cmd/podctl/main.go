@@ -30,7 +30,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(accountCmd(), tokenCmd(), catalogCmd(), fulfillmentCmd(), replayCmd())
+	root.AddCommand(accountCmd(), tokenCmd(), catalogCmd(), fulfillmentCmd(), replayCmd(), dlqCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "podctl:", err)
 		os.Exit(1)

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/printpod/pod/internal/kafka"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/schemas"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Dead letters: records a stage consumer could not apply, in
+// pod.dlq.<consumer> (see internal/stream). `dlq list` shows them, `dlq
+// replay` re-produces them to their original topic.
+//
+// A dead letter is replayed at most once: the replay position of a
+// consumer's dead-letter topic is the committed offset of the Kafka
+// consumer group podctl.dlq-replay.<consumer> (podctl commits it itself,
+// without joining the group). Every dead letter below it was replayed. It is
+// committed after each record is produced (acks=all), so an interrupted
+// replay goes on where it stopped; only a crash between a produce and its
+// commit replays that one record twice, which the stages absorb (commands
+// are idempotent by id, projections are versioned). Two replays of the same
+// consumer must not run at the same time.
+
+func dlqCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "dlq", Short: "Show and re-drive the stage consumers' dead letters (pod.dlq.<consumer>)"}
+	var consumer string
+	list := &cobra.Command{
+		Use:   "list [--consumer NAME]",
+		Short: "Print every dead letter as one JSON line",
+		Long: "Prints, for each dead letter of the consumer (of every consumer without --consumer):\n" +
+			"the consumer, its offset in the dead-letter topic, the original topic, partition and\n" +
+			"offset, the error, when it was dead-lettered, the key, and whether it was replayed.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := openDLQ(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			return d.list(cmd.Context(), consumer, cmd.OutOrStdout())
+		},
+	}
+	list.Flags().StringVar(&consumer, "consumer", "", "consumer name, e.g. order-decider (default: all)")
+
+	var upTo int64
+	replay := &cobra.Command{
+		Use:   "replay --consumer NAME [--offset N]",
+		Short: "Re-produce dead letters to their original topic, each at most once",
+		Long: "Re-produces the consumer's dead letters not replayed yet, in order, to their original\n" +
+			"topic with their original key, value and headers; with --offset N only those up to\n" +
+			"dead-letter offset N (as `dlq list` shows it). The position is kept in the consumer\n" +
+			"group podctl.dlq-replay.<consumer>, so no dead letter is replayed twice. Fix the cause\n" +
+			"first: a record that still cannot be applied is dead-lettered again.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if consumer == "" {
+				return errors.New("--consumer is required")
+			}
+			if !cmd.Flags().Changed("offset") {
+				upTo = -1
+			} else if upTo < 0 {
+				return fmt.Errorf("--offset must not be negative")
+			}
+			d, err := openDLQ(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			return d.replay(cmd.Context(), consumer, upTo, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	replay.Flags().StringVar(&consumer, "consumer", "", "consumer name, e.g. order-decider")
+	replay.Flags().Int64Var(&upTo, "offset", 0, "replay only dead letters up to this dead-letter offset")
+	cmd.AddCommand(list, replay)
+	return cmd
+}
+
+// ReplayGroup is the consumer group whose committed offset is the replay
+// position of consumer's dead-letter topic.
+func ReplayGroup(consumer string) string { return "podctl.dlq-replay." + consumer }
+
+type dlqEnv struct {
+	brokers []string
+	prod    *kgo.Client
+	adm     *kadm.Client
+}
+
+func openDLQ(ctx context.Context) (*dlqEnv, error) {
+	e, err := openKafkaEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.pool.Close() // dead letters live in Kafka only
+	brokers, err := kafka.ResolveBrokers(e.cfg.KafkaBrokers, e.cfg.KafkaAddrFile())
+	if err != nil {
+		e.kafka.Close()
+		return nil, err
+	}
+	return &dlqEnv{brokers: brokers, prod: e.kafka, adm: kadm.NewClient(e.kafka)}, nil
+}
+
+func (d *dlqEnv) close() { d.prod.Close() }
+
+// DeadLetter is one line of `podctl dlq list`.
+type DeadLetter struct {
+	Consumer  string `json:"consumer"`
+	DLQOffset int64  `json:"dlq_offset"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Error     string `json:"error"`
+	Time      string `json:"time"`
+	Key       string `json:"key"`
+	Replayed  bool   `json:"replayed"`
+}
+
+func (d *dlqEnv) list(ctx context.Context, consumer string, w io.Writer) error {
+	consumers := []string{consumer}
+	if consumer == "" {
+		topics, err := d.adm.ListTopics(ctx)
+		if err != nil {
+			return fmt.Errorf("list topics: %w", err)
+		}
+		consumers = nil
+		for _, t := range topics.Names() {
+			if c, ok := strings.CutPrefix(t, schemas.DeadLetterPrefix); ok {
+				consumers = append(consumers, c)
+			}
+		}
+		slices.Sort(consumers)
+	}
+	enc := json.NewEncoder(w)
+	for _, c := range consumers {
+		pos, err := d.position(ctx, c)
+		if err != nil {
+			return err
+		}
+		end, err := d.end(ctx, c)
+		if err != nil {
+			return err
+		}
+		err = d.read(ctx, c, 0, end, func(r *kgo.Record) error {
+			return enc.Encode(DeadLetter{
+				Consumer: c, DLQOffset: r.Offset,
+				Topic: header(r, stream.HeaderDLQTopic), Partition: int32(headerInt(r, stream.HeaderDLQPartition)),
+				Offset: headerInt(r, stream.HeaderDLQOffset), Error: header(r, stream.HeaderDLQError),
+				Time: header(r, stream.HeaderDLQTime), Key: string(r.Key), Replayed: r.Offset < pos,
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Replayed is one line of `podctl dlq replay`.
+type Replayed struct {
+	Consumer  string `json:"consumer"`
+	DLQOffset int64  `json:"dlq_offset"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"` // where the replayed record went
+	Offset    int64  `json:"offset"`    // its new offset there
+	Key       string `json:"key"`
+}
+
+func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, errw io.Writer) error {
+	pos, err := d.position(ctx, consumer)
+	if err != nil {
+		return err
+	}
+	end, err := d.end(ctx, consumer)
+	if err != nil {
+		return err
+	}
+	if upTo >= 0 && upTo+1 < end {
+		end = upTo + 1
+	}
+	if pos >= end {
+		fmt.Fprintf(errw, "nothing to replay for %s (replayed up to offset %d)\n", consumer, pos)
+		return nil
+	}
+	group := ReplayGroup(consumer)
+	dlq := schemas.DeadLetterTopic(consumer)
+	enc := json.NewEncoder(w)
+	n := 0
+	err = d.read(ctx, consumer, pos, end, func(r *kgo.Record) error {
+		orig := header(r, stream.HeaderDLQTopic)
+		if orig == "" {
+			return fmt.Errorf("dead letter %s/%d has no %s header", dlq, r.Offset, stream.HeaderDLQTopic)
+		}
+		out := &kgo.Record{Topic: orig, Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			if !strings.HasPrefix(h.Key, stream.HeaderDLQPrefix) {
+				out.Headers = append(out.Headers, h)
+			}
+		}
+		if err := d.prod.ProduceSync(ctx, out).FirstErr(); err != nil {
+			return fmt.Errorf("replay dead letter %d to %s: %w", r.Offset, orig, err)
+		}
+		var offs kadm.Offsets
+		offs.Add(kadm.Offset{Topic: dlq, Partition: r.Partition, At: r.Offset + 1, LeaderEpoch: -1})
+		if err := d.adm.CommitAllOffsets(ctx, group, offs); err != nil {
+			return fmt.Errorf("dead letter %d was replayed (to %s/%d at %d) but its position was not saved: %w",
+				r.Offset, orig, out.Partition, out.Offset, err)
+		}
+		n++
+		return enc.Encode(Replayed{Consumer: consumer, DLQOffset: r.Offset, Topic: orig, Partition: out.Partition,
+			Offset: out.Offset, Key: string(r.Key)})
+	})
+	fmt.Fprintf(errw, "replayed %d dead letters of %s\n", n, consumer)
+	return err
+}
+
+// position is the replay position: the first dead letter not replayed yet.
+func (d *dlqEnv) position(ctx context.Context, consumer string) (int64, error) {
+	resp, err := d.adm.FetchOffsets(ctx, ReplayGroup(consumer))
+	if err != nil {
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("replay position of %s: %w", consumer, err)
+	}
+	o, ok := resp.Lookup(schemas.DeadLetterTopic(consumer), 0)
+	if !ok || o.Err != nil || o.At < 0 {
+		return 0, nil
+	}
+	return o.At, nil
+}
+
+// end is the end offset of consumer's dead-letter topic, whose one
+// partition (schemas.DeadLetterPartitions) is partition 0.
+func (d *dlqEnv) end(ctx context.Context, consumer string) (int64, error) {
+	topic := schemas.DeadLetterTopic(consumer)
+	ends, err := d.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return 0, fmt.Errorf("no dead-letter topic %s: is %q a stage consumer?", topic, consumer)
+		}
+		return 0, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	if n := len(ends[topic]); n != schemas.DeadLetterPartitions {
+		return 0, fmt.Errorf("%s has %d partitions, want %d", topic, n, schemas.DeadLetterPartitions)
+	}
+	o, _ := ends.Lookup(topic, 0)
+	return o.Offset, nil
+}
+
+// read calls f for each record of consumer's dead-letter topic in [from, to).
+func (d *dlqEnv) read(ctx context.Context, consumer string, from, to int64, f func(*kgo.Record) error) error {
+	if from >= to {
+		return nil
+	}
+	topic := schemas.DeadLetterTopic(consumer)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.ClientID("podctl"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	next := from
+	for next < to {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("read %s at offset %d: %w", topic, next, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return fmt.Errorf("read %s: %w", topic, ferr)
+		}
+		for _, r := range fs.Records() {
+			if r.Offset >= to {
+				return nil
+			}
+			if err := f(r); err != nil {
+				return err
+			}
+			next = r.Offset + 1
+		}
+	}
+	return nil
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func headerInt(r *kgo.Record, key string) int64 {
+	n, _ := strconv.ParseInt(header(r, key), 10, 64)
+	return n
+}
