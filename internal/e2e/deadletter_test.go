@@ -1,0 +1,343 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/internal/testenv"
+	orderrm "github.com/printpod/pod/projections/order"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// poison is a record planted on a consumed topic past the API.
+type poison struct {
+	topic     string
+	key       string
+	value     []byte
+	consumers []string // the stage consumers that read topic
+	partition int32    // set once produced
+	offset    int64
+}
+
+// firstCommand reads the first record of topic as a JSON object.
+func firstCommand(t *testing.T, d demoEnv, topic string) map[string]any {
+	t.Helper()
+	var out map[string]any
+	err := scanTopic(t, d.app.Brokers, topic, 20*time.Second, func(r *kgo.Record) bool {
+		if err := json.Unmarshal(r.Value, &out); err != nil {
+			t.Fatalf("first record of %s: %v", topic, err)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("no record on %s: %v", topic, err)
+	}
+	return out
+}
+
+// deadLetters reads pod.dlq.<consumer> until it holds want records.
+func deadLetters(t *testing.T, d demoEnv, consumer string, want int) []*kgo.Record {
+	t.Helper()
+	var out []*kgo.Record
+	err := scanTopic(t, d.app.Brokers, schemas.DeadLetterTopic(consumer), 60*time.Second, func(r *kgo.Record) bool {
+		out = append(out, r)
+		return len(out) >= want
+	})
+	if err != nil {
+		t.Fatalf("%s: %d of %d dead letters: %v", consumer, len(out), want, err)
+	}
+	return out
+}
+
+func dlHeader(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func deadLetterCounts(t *testing.T, d demoEnv) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for k, v := range series(scrape(t, d.app.Addr()), "pod_consumer_dead_letters_total") {
+		out[strings.TrimPrefix(k, "consumer=")] = v
+	}
+	return out
+}
+
+// TestPoisonRecordsAreDeadLettered plants, straight on every topic a stage
+// consumes, a record that is not JSON at all, and on the command topics a
+// well-formed command with a NUL where Postgres refuses it (the incidents:
+// SQLSTATE 22P05 in the order decider, a NUL in a webhook description). Each
+// stage dead-letters them and goes on: orders and webhooks created through
+// the API afterwards work, every stage's stored offset passes the poison,
+// the dead letters carry the error and origin, the metric counts them, and
+// podctl dlq list/replay shows and re-drives them, each at most once.
+func TestPoisonRecordsAreDeadLettered(t *testing.T) {
+	bin := buildPodctl(t)
+	rc := newReceiver(t)
+	d := startDemo(t, fastPushes, allow(rc))
+	ctx := context.Background()
+	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+	v := d.variant(t, "ACTIVE", "tshirt")
+
+	// Every dead-letter series exists, at 0, before anything went wrong.
+	counts := deadLetterCounts(t, d)
+	for _, c := range []string{"order-decider", "webhook-decider", "fulfillment-bridge", "push-manager", "projections.catalog",
+		"projections.orders", "projections.deliveries", "delivery.fanout"} {
+		if n, ok := counts[c]; !ok || n != 0 {
+			t.Fatalf("pod_consumer_dead_letters_total{consumer=%q} = %v, %v before any dead letter", c, n, ok)
+		}
+	}
+
+	// Commands written by the service itself, to copy with a NUL planted.
+	r := d.client.Do("POST", "/v1/me/webhooks", map[string]any{"url": rc.url("/dlq"), "topics": []string{"order.created"}})
+	if r.Status != 201 {
+		t.Fatalf("create webhook: %d %s", r.Status, r.Body)
+	}
+	r = d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "dlq-template", 1))
+	if r.Status != 201 {
+		t.Fatalf("create order: %d %s", r.Status, r.Body)
+	}
+	orderCmd := firstCommand(t, d, schemas.TopicOrderCommands)
+	orderCmd["id"], orderCmd["order_id"] = uuid.NewString(), uuid.NewString()
+	orderCmd["reference_id"] = "nul\x00ref"
+	webhookCmd := firstCommand(t, d, schemas.TopicWebhookCommands)
+	webhookCmd["id"], webhookCmd["webhook_id"] = uuid.NewString(), uuid.NewString()
+	webhookCmd["description"] = "nul\x00description"
+	mustJSON := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `\u0000`) {
+			t.Fatalf("no NUL in %s", b)
+		}
+		return b
+	}
+	notJSON := []byte("\x01 this is not JSON")
+	orderEventStages := []string{"projections.orders", "push-manager", "delivery.fanout"}
+	poisons := []*poison{
+		{topic: schemas.TopicOrderCommands, key: "poison-order-nul", value: mustJSON(orderCmd), consumers: []string{"order-decider"}},
+		{topic: schemas.TopicOrderCommands, key: "poison-order-bytes", value: notJSON, consumers: []string{"order-decider"}},
+		{topic: schemas.TopicWebhookCommands, key: "poison-webhook-nul", value: mustJSON(webhookCmd), consumers: []string{"webhook-decider"}},
+		{topic: schemas.TopicWebhookCommands, key: "poison-webhook-bytes", value: notJSON, consumers: []string{"webhook-decider"}},
+		{topic: schemas.TopicFulfillmentUpdates, key: "poison-fulfillment", value: notJSON, consumers: []string{"fulfillment-bridge"}},
+		{topic: schemas.TopicCatalogEvents, key: "poison-catalog", value: notJSON, consumers: []string{"projections.catalog"}},
+		{topic: schemas.TopicOrderEvents, key: "poison-order-event", value: notJSON, consumers: orderEventStages},
+		{topic: schemas.TopicWebhookDeliveries, key: "poison-delivery", value: notJSON, consumers: []string{"projections.deliveries"}},
+		{topic: schemas.TopicWebhookAttempts, key: "poison-attempt", value: notJSON, consumers: []string{"projections.deliveries"}},
+		{topic: schemas.TopicWebhookEvents, key: "poison-webhook-event", value: notJSON, consumers: []string{"projections.deliveries"}},
+	}
+	want := map[string]int{} // dead letters per consumer
+	for _, p := range poisons {
+		rec := &kgo.Record{Topic: p.topic, Key: []byte(p.key), Value: p.value,
+			Headers: []kgo.RecordHeader{{Key: "planted-by", Value: []byte("e2e")}}}
+		if err := d.app.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		p.partition, p.offset = rec.Partition, rec.Offset
+		for _, c := range p.consumers {
+			want[c]++
+		}
+	}
+
+	// Valid records after the poison flow: an order reaches SUCCESS (order
+	// decider, order projector, push manager), a webhook is created
+	// (webhook decider), and the order's webhook delivery is made (fan-out).
+	r = d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "dlq-after", 1))
+	if r.Status != 201 {
+		t.Fatalf("create order after the poison: %d %s", r.Status, r.Body)
+	}
+	var after orderrm.Order
+	r.JSON(t, &after)
+	d.waitStatus(t, d.client, after.OrderID, "SUCCESS")
+	r = d.client.Do("POST", "/v1/me/webhooks", map[string]any{"url": rc.url("/dlq-after"), "topics": []string{"order.created"}})
+	if r.Status != 201 {
+		t.Fatalf("create webhook after the poison: %d %s", r.Status, r.Body)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		for _, got := range rc.requests() {
+			if strings.Contains(string(got.Body), after.OrderID.String()) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no webhook delivery of order %s yet", after.OrderID)
+	})
+	// Every stage stored an offset past its poison.
+	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for _, p := range poisons {
+		for _, c := range p.consumers {
+			if err := stream.WaitApplied(waitCtx, d.app.Work, c, p.topic, map[int32]int64{p.partition: p.offset}); err != nil {
+				t.Fatalf("%s did not get past the poison on %s: %v", c, p.topic, err)
+			}
+		}
+	}
+
+	// The dead letters: same key, value and headers, plus the error and origin.
+	for c, n := range want {
+		byKey := map[string]*kgo.Record{}
+		for _, dl := range deadLetters(t, d, c, n) {
+			byKey[string(dl.Key)] = dl
+		}
+		for _, p := range poisons {
+			if !slices.Contains(p.consumers, c) {
+				continue
+			}
+			dl := byKey[p.key]
+			switch {
+			case dl == nil:
+				t.Errorf("%s: no dead letter of %s", c, p.key)
+				continue
+			case string(dl.Value) != string(p.value) || dlHeader(dl, "planted-by") != "e2e":
+				t.Errorf("%s: dead letter %s lost its value or headers", c, p.key)
+			case dlHeader(dl, stream.HeaderDLQTopic) != p.topic || dlHeader(dl, stream.HeaderDLQConsumer) != c ||
+				dlHeader(dl, stream.HeaderDLQOffset) != strconv.FormatInt(p.offset, 10) ||
+				dlHeader(dl, stream.HeaderDLQPartition) != strconv.Itoa(int(p.partition)) || dlHeader(dl, stream.HeaderDLQTime) == "":
+				t.Errorf("%s: dead letter %s headers %v", c, p.key, dl.Headers)
+			case dlHeader(dl, stream.HeaderDLQError) == "":
+				t.Errorf("%s: dead letter %s has no error", c, p.key)
+			}
+		}
+	}
+	for _, dl := range deadLetters(t, d, "order-decider", 2) {
+		if e := dlHeader(dl, stream.HeaderDLQError); string(dl.Key) == "poison-order-nul" && !strings.Contains(e, "22P05") {
+			t.Errorf("order decider's NUL command: error %q does not name SQLSTATE 22P05", e)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		got := deadLetterCounts(t, d)
+		for c, n := range want {
+			if got[c] != float64(n) {
+				return fmt.Errorf("pod_consumer_dead_letters_total{consumer=%q} = %v, want %d", c, got[c], n)
+			}
+		}
+		return nil
+	})
+
+	// podctl dlq list shows them.
+	type line struct {
+		Consumer  string `json:"consumer"`
+		DLQOffset int64  `json:"dlq_offset"`
+		Topic     string `json:"topic"`
+		Offset    int64  `json:"offset"`
+		Error     string `json:"error"`
+		Time      string `json:"time"`
+		Key       string `json:"key"`
+		Replayed  bool   `json:"replayed"`
+	}
+	list := func(args ...string) []line {
+		t.Helper()
+		r := runPodctl(t, bin, env, append([]string{"dlq", "list"}, args...)...)
+		if r.err != nil {
+			t.Fatalf("dlq list: %v\n%s", r.err, r.stderr)
+		}
+		var out []line
+		sc := bufio.NewScanner(strings.NewReader(r.stdout))
+		for sc.Scan() {
+			var l line
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				t.Fatalf("dlq list line %q: %v", sc.Text(), err)
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	all := list()
+	total := 0
+	for _, n := range want {
+		total += n
+	}
+	if len(all) != total {
+		t.Fatalf("dlq list printed %d dead letters, want %d: %+v", len(all), total, all)
+	}
+	ls := list("--consumer", "order-decider")
+	value := map[string][]byte{}
+	for _, p := range poisons {
+		value[p.key] = p.value
+	}
+	if len(ls) != 2 || ls[0].DLQOffset != 0 || ls[1].DLQOffset != 1 {
+		t.Fatalf("dlq list --consumer order-decider: %+v", ls)
+	}
+	for _, l := range ls {
+		p := poisons[0]
+		if l.Key == "poison-order-bytes" {
+			p = poisons[1]
+		}
+		if l.Key != p.key || l.Consumer != "order-decider" || l.Topic != schemas.TopicOrderCommands || l.Offset != p.offset ||
+			l.Error == "" || l.Time == "" || l.Replayed {
+			t.Fatalf("dlq list --consumer order-decider: %+v", l)
+		}
+	}
+
+	// podctl dlq replay re-drives the first dead letter (dlq offset 0) to
+	// pod.order.commands;
+	// its cause is still there, so it is dead-lettered again (a third one).
+	replay := func(args ...string) podctlRun {
+		t.Helper()
+		r := runPodctl(t, bin, env, append([]string{"dlq", "replay", "--consumer", "order-decider"}, args...)...)
+		if r.err != nil {
+			t.Fatalf("dlq replay %v: %v\n%s", args, r.err, r.stderr)
+		}
+		return r
+	}
+	rr := replay("--offset", "0")
+	var replayed struct {
+		DLQOffset int64  `json:"dlq_offset"`
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+	}
+	if err := json.Unmarshal([]byte(rr.stdout), &replayed); err != nil || replayed.DLQOffset != 0 || replayed.Topic != schemas.TopicOrderCommands {
+		t.Fatalf("dlq replay --offset 0 printed %q (%v)", rr.stdout, err)
+	}
+	err := scanTopic(t, d.app.Brokers, schemas.TopicOrderCommands, 20*time.Second, func(r *kgo.Record) bool {
+		if r.Partition != replayed.Partition || r.Offset != replayed.Offset {
+			return false
+		}
+		if string(r.Key) != ls[0].Key || string(r.Value) != string(value[ls[0].Key]) || dlHeader(r, stream.HeaderDLQError) != "" ||
+			dlHeader(r, "planted-by") != "e2e" {
+			t.Errorf("replayed record: key %q headers %v", r.Key, r.Headers)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("replayed record not on %s: %v", schemas.TopicOrderCommands, err)
+	}
+	third := deadLetters(t, d, "order-decider", 3)[2]
+	if string(third.Key) != ls[0].Key || dlHeader(third, stream.HeaderDLQOffset) != strconv.FormatInt(replayed.Offset, 10) {
+		t.Fatalf("the replayed record was not dead-lettered again: %q at %s", third.Key, dlHeader(third, stream.HeaderDLQOffset))
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := deadLetterCounts(t, d)["order-decider"]; n != 3 {
+			return fmt.Errorf("order-decider dead letters: %v, want 3", n)
+		}
+		return nil
+	})
+
+	// Nothing is replayed twice: offset 0 again replays nothing; offset 1
+	// replays only dead letter 1.
+	if rr := replay("--offset", "0"); rr.stdout != "" || !strings.Contains(rr.stderr, "nothing to replay") {
+		t.Fatalf("second replay of offset 0: %q %q", rr.stdout, rr.stderr)
+	}
+	if rr := replay("--offset", "1"); strings.Count(rr.stdout, "\n") != 1 || !strings.Contains(rr.stdout, `"dlq_offset":1`) {
+		t.Fatalf("replay --offset 1 printed %q", rr.stdout)
+	}
+	ls = list("--consumer", "order-decider")
+	if len(ls) < 3 || !ls[0].Replayed || !ls[1].Replayed || ls[2].Replayed {
+		t.Fatalf("dlq list after the replays: %+v", ls)
+	}
+}
