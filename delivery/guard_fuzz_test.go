@@ -95,6 +95,9 @@ func FuzzCheckURL(f *testing.F) {
 			return
 		}
 
+		if verr := ValidURI(raw); verr != nil {
+			t.Fatalf("accepted %q, which is not a URI: %v", raw, verr)
+		}
 		if u.Scheme != "http" && u.Scheme != "https" {
 			t.Fatalf("accepted %q with scheme %q", raw, u.Scheme)
 		}

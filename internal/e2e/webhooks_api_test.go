@@ -436,6 +436,8 @@ func TestWebhookURLGuardThroughAPI(t *testing.T) {
 		"http://[::ffff:7f00:1]/h", "http://[0:0:0:0:0:ffff:127.0.0.1]/h", "http://[::ffff:a9fe:a9fe]/h", "http://[fc00::1]/h",
 		"http://[fd12:3456::1]/h", "http://[fe80::1%25eth0]/h", "http://[fe80::1]/h", "http://[64:ff9b::a00:1]/h",
 		"http://[2002:7f00:1::]/h", "http://user:pw@example.com/h", "ftp://example.com/h", "javascript:alert(1)", "//example.com/h",
+		"http://192.0.2.1/h", "http://[3fff::1]/h", "http://[2001:db8::1]/h", "http://[::ffff:198.51.100.7]/h",
+		"https://example.com/a b", "https://example.com/<h>", "https://example.com/h?a=\"x\"", "https://example.com/h%zz",
 	}
 	for _, u := range urls {
 		for _, call := range []struct {
