@@ -29,18 +29,24 @@ type poison struct {
 	offset    int64
 }
 
-// firstCommand reads the first record of topic as a JSON object.
-func firstCommand(t *testing.T, d demoEnv, topic string) map[string]any {
+// createCommand reads the first command of kind "create" on topic as a
+// JSON object.
+func createCommand(t *testing.T, d demoEnv, topic string) map[string]any {
 	t.Helper()
 	var out map[string]any
 	err := scanTopic(t, d.app.Brokers, topic, 20*time.Second, func(r *kgo.Record) bool {
-		if err := json.Unmarshal(r.Value, &out); err != nil {
-			t.Fatalf("first record of %s: %v", topic, err)
+		var c map[string]any
+		if err := json.Unmarshal(r.Value, &c); err != nil {
+			t.Fatalf("record of %s: %v", topic, err)
 		}
-		return true
+		if c["kind"] == "create" {
+			out = c
+			return true
+		}
+		return false
 	})
 	if err != nil {
-		t.Fatalf("no record on %s: %v", topic, err)
+		t.Fatalf("no create command on %s: %v", topic, err)
 	}
 	return out
 }
@@ -111,10 +117,10 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	if r.Status != 201 {
 		t.Fatalf("create order: %d %s", r.Status, r.Body)
 	}
-	orderCmd := firstCommand(t, d, schemas.TopicOrderCommands)
+	orderCmd := createCommand(t, d, schemas.TopicOrderCommands)
 	orderCmd["id"], orderCmd["order_id"] = uuid.NewString(), uuid.NewString()
 	orderCmd["reference_id"] = "nul\x00ref"
-	webhookCmd := firstCommand(t, d, schemas.TopicWebhookCommands)
+	webhookCmd := createCommand(t, d, schemas.TopicWebhookCommands)
 	webhookCmd["id"], webhookCmd["webhook_id"] = uuid.NewString(), uuid.NewString()
 	webhookCmd["description"] = "nul\x00description"
 	mustJSON := func(v any) []byte {
