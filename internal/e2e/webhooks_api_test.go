@@ -251,7 +251,7 @@ func TestWebhookValidationErrors(t *testing.T) {
 		{"patch mapped loopback", "PATCH", "/" + w.ID.String(), map[string]any{"url": "http://[::ffff:127.0.0.1]/h"}, 400, "INVALID_WEBHOOK_URL", "url", ""},
 		{"patch topics empty", "PATCH", "/" + w.ID.String(), map[string]any{"topics": []string{}}, 400, "VALIDATION_ERROR", "topics", ""},
 		{"patch missing webhook", "PATCH", "/" + uuid.NewString(), map[string]any{"is_active": true}, 404, "NOT_FOUND", "", ""},
-		{"patch malformed id", "PATCH", "/not-a-uuid", map[string]any{"is_active": true}, 404, "NOT_FOUND", "", ""},
+		{"patch malformed id", "PATCH", "/not-a-uuid", map[string]any{"is_active": true}, 400, "VALIDATION_ERROR", "id", ""},
 		{"get missing", "GET", "/" + uuid.NewString(), nil, 404, "NOT_FOUND", "", ""},
 		{"delete missing", "DELETE", "/" + uuid.NewString(), nil, 404, "NOT_FOUND", "", ""},
 		{"rotate missing", "POST", "/" + uuid.NewString() + "/rotate-secret", nil, 404, "NOT_FOUND", "", ""},
