@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/catalog"
+	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	"github.com/printpod/pod/schemas"
@@ -312,10 +313,11 @@ func TestTenantIsolation(t *testing.T) {
 	}
 }
 
-// TestProjectorSkipsEventsPostgresRefuses publishes, past the import
+// TestProjectorDeadLettersEventsPostgresRefuses publishes, past the import
 // validation, a product Postgres cannot store, then a good one: the bad one
-// is skipped and the partition goes on.
-func TestProjectorSkipsEventsPostgresRefuses(t *testing.T) {
+// is moved to the projector's dead-letter topic with Postgres's error, and
+// the partition goes on.
+func TestProjectorDeadLettersEventsPostgresRefuses(t *testing.T) {
 	d := startDemo(t)
 	active := d.store(t, "ACTIVE")
 	now := time.Now()
@@ -341,5 +343,9 @@ func TestProjectorSkipsEventsPostgresRefuses(t *testing.T) {
 	got := titles(d.products(t, active.StoreID, q("q", "e")).Data)
 	if !slices.Contains(got, "Fine Tee") || slices.Contains(got, "Too Dear") {
 		t.Fatalf("products after a refused event: %q", got)
+	}
+	dl := deadLetters(t, d, catalogrm.ConsumerName, 1)[0]
+	if ev, err := schemas.ParseEvent(dl.Value); err != nil || ev.ID != bad.ID || !strings.Contains(dlHeader(dl, stream.HeaderDLQError), "SQLSTATE 22") {
+		t.Fatalf("dead letter: %v, error %q", err, dlHeader(dl, stream.HeaderDLQError))
 	}
 }
