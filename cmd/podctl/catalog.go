@@ -25,7 +25,9 @@ func catalogCmd() *cobra.Command {
 		Short: "Publish a catalog file (stores, products, variants) for an account",
 		Long: "Validates FILE, publishes it as catalog events and waits until the catalog\n" +
 			"projection has applied them (so the API serves the new catalog when it returns).\n" +
-			"Importing the same file again is harmless.",
+			"Importing the same file again is harmless. A file naming a store of another\n" +
+			"account, or a product or variant of another store or product, is refused\n" +
+			"and nothing is published.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(account)

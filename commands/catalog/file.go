@@ -181,10 +181,7 @@ func textProblem(s string) string {
 func (f File) Events(account uuid.UUID, now time.Time) ([]Keyed, error) {
 	var out []Keyed
 	for _, s := range f.Stores {
-		storeID := StoreID(account, s.ShopDomain)
-		if s.StoreID != nil {
-			storeID = *s.StoreID
-		}
+		storeID := s.id(account)
 		ev, err := schemas.NewEvent(schemas.TypeStoreUpserted, now, schemas.StoreUpserted{
 			AccountID: account, StoreID: storeID, Name: s.Name, ShopDomain: s.ShopDomain,
 			Status: s.Status, PlatformID: s.PlatformID, UpdatedAt: now,
@@ -194,20 +191,10 @@ func (f File) Events(account uuid.UUID, now time.Time) ([]Keyed, error) {
 		}
 		out = append(out, Keyed{Key: storeID, Event: ev})
 		for _, p := range s.Products {
-			natural := p.PlatformID
-			if natural == "" {
-				natural = "title:" + p.Title
-			}
-			productID := uuid.NewSHA1(storeID, []byte("product/"+natural))
-			if p.ProductID != nil {
-				productID = *p.ProductID
-			}
+			productID := p.id(storeID)
 			vs := make([]schemas.CatalogVariant, 0, len(p.Variants))
 			for _, v := range p.Variants {
-				variantID := uuid.NewSHA1(productID, []byte("variant/"+v.SKU))
-				if v.VariantID != nil {
-					variantID = *v.VariantID
-				}
+				variantID := v.id(productID)
 				yarn := v.RequiresYarnType
 				if yarn == nil {
 					yarn = YarnTypes[v.Category]
@@ -229,6 +216,35 @@ func (f File) Events(account uuid.UUID, now time.Time) ([]Keyed, error) {
 		}
 	}
 	return out, nil
+}
+
+// id is the store's id for account: its store_id, else derived.
+func (s StoreDoc) id(account uuid.UUID) uuid.UUID {
+	if s.StoreID != nil {
+		return *s.StoreID
+	}
+	return StoreID(account, s.ShopDomain)
+}
+
+// id is the product's id in store: its product_id, else derived from its
+// platform id or title.
+func (p ProductDoc) id(store uuid.UUID) uuid.UUID {
+	if p.ProductID != nil {
+		return *p.ProductID
+	}
+	natural := p.PlatformID
+	if natural == "" {
+		natural = "title:" + p.Title
+	}
+	return uuid.NewSHA1(store, []byte("product/"+natural))
+}
+
+// id is the variant's id in product: its variant_id, else derived from its SKU.
+func (v VariantDoc) id(product uuid.UUID) uuid.UUID {
+	if v.VariantID != nil {
+		return *v.VariantID
+	}
+	return uuid.NewSHA1(product, []byte("variant/"+v.SKU))
 }
 
 // Keyed is an event with its record key.

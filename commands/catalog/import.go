@@ -2,10 +2,14 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -22,8 +26,17 @@ type Result struct {
 	Offsets map[int32]int64
 }
 
+// ErrForeignItems means the file names a store of another account, or a
+// product or variant of another store or product: the projection would
+// ignore those events, so nothing is published.
+var ErrForeignItems = errors.New("the catalog file names items that belong elsewhere")
+
 // Import publishes f for account. With once set, a file whose content was
-// already published for the account is skipped. The account must exist.
+// already published for the account is skipped. The account must exist, and
+// every store, product and variant of f must be new or already the same
+// item of account (ErrForeignItems): the catalog projection ignores an
+// upsert of another owner's item, so publishing it would report success
+// for nothing.
 func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, account uuid.UUID, f File, once bool, progress Progress) (Result, error) {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM accounts WHERE account_id = $1)`, account).Scan(&exists); err != nil {
@@ -43,6 +56,9 @@ func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, account uui
 			return Result{}, nil
 		}
 	}
+	if err := checkOwners(ctx, pool, account, f); err != nil {
+		return Result{}, err
+	}
 	events, err := f.Events(account, time.Now())
 	if err != nil {
 		return Result{}, err
@@ -58,4 +74,65 @@ func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, account uui
 		return Result{}, fmt.Errorf("record catalog load: %w", err)
 	}
 	return Result{Published: true, Events: len(events), Offsets: offsets}, nil
+}
+
+// checkOwners refuses f when one of its items exists, in the catalog read
+// model, under another owner: a store of another account, a product of
+// another store, a variant of another product. Every such item is named,
+// with its path in the file.
+func checkOwners(ctx context.Context, pool *pgxpool.Pool, account uuid.UUID, f File) error {
+	type item struct {
+		path  string
+		owner uuid.UUID // the account (store), store (product) or product (variant) f gives it
+	}
+	stores, products, variants := map[uuid.UUID]item{}, map[uuid.UUID]item{}, map[uuid.UUID]item{}
+	for i, s := range f.Stores {
+		sp := fmt.Sprintf("stores[%d]", i)
+		sid := s.id(account)
+		stores[sid] = item{sp, account}
+		for j, p := range s.Products {
+			pp := fmt.Sprintf("%s.products[%d]", sp, j)
+			pid := p.id(sid)
+			products[pid] = item{pp, sid}
+			for k, v := range p.Variants {
+				variants[v.id(pid)] = item{fmt.Sprintf("%s.variants[%d]", pp, k), pid}
+			}
+		}
+	}
+	var errs []error
+	check := func(what, query string, items map[uuid.UUID]item, owner string) error {
+		ids := make([]uuid.UUID, 0, len(items))
+		for id := range items {
+			ids = append(ids, id)
+		}
+		rows, err := pool.Query(ctx, query, ids)
+		if err != nil {
+			return fmt.Errorf("check %s owners: %w", what, err)
+		}
+		var id, has uuid.UUID
+		_, err = pgx.ForEachRow(rows, []any{&id, &has}, func() error {
+			if it := items[id]; has != it.owner {
+				errs = append(errs, fmt.Errorf("%s: %s %s belongs to %s %s, not %s", it.path, what, id, owner, has, it.owner))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("check %s owners: %w", what, err)
+		}
+		return nil
+	}
+	if err := check("store", `SELECT store_id, account_id FROM stores WHERE store_id = ANY($1)`, stores, "account"); err != nil {
+		return err
+	}
+	if err := check("product", `SELECT product_id, store_id FROM products WHERE product_id = ANY($1)`, products, "store"); err != nil {
+		return err
+	}
+	if err := check("variant", `SELECT variant_id, product_id FROM variants WHERE variant_id = ANY($1)`, variants, "product"); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return fmt.Errorf("%w; nothing was imported:\n%w", ErrForeignItems, errors.Join(errs...))
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,4 +123,80 @@ func TestPodctlAgainstRunningService(t *testing.T) {
 			t.Errorf("no broker: %s", r.stderr)
 		}
 	})
+}
+
+// TestPodctlCatalogImportRefusesForeignItems imports, for a new account,
+// files naming the demo account's store, product or variant: the catalog
+// projection would ignore those events, so podctl must fail (exit 1),
+// naming each foreign item, and publish nothing.
+func TestPodctlCatalogImportRefusesForeignItems(t *testing.T) {
+	bin := buildPodctl(t)
+	d := startDemo(t)
+	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+	r := runPodctl(t, bin, env, "account", "create", "--name", "mallory")
+	if r.err != nil {
+		t.Fatalf("account create: %v\n%s", r.err, r.stderr)
+	}
+	var acct struct {
+		AccountID string `json:"account_id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &acct); err != nil {
+		t.Fatal(err)
+	}
+	demo := d.stores[0]
+	var products productPage
+	d.client.Get("/v1/stores/"+demo.StoreID.String()+"/products?limit=1").JSON(t, &products)
+	if len(products.Data) == 0 || len(products.Data[0].Variants) == 0 {
+		t.Fatalf("demo store %s has no product with variants", demo.StoreID)
+	}
+	demoProduct := products.Data[0]
+
+	files := []struct {
+		name, body string
+		want       []string
+	}{
+		{"store of another account", fmt.Sprintf(`{"stores":[{"store_id":%q,"name":"Taken","shop_domain":"taken.example","status":"ACTIVE",
+			"products":[{"title":"T","status":"ACTIVE","variants":[{"title":"v","sku":"M-1","price":"1.00","category":"tote","requires_yarn_type":[]}]}]}]}`,
+			demo.StoreID),
+			[]string{"stores[0]: store " + demo.StoreID.String() + " belongs to account " + d.app.DemoAccount.String()}},
+		{"product of another store", fmt.Sprintf(`{"stores":[{"name":"Mine","shop_domain":"mine.example","status":"ACTIVE",
+			"products":[{"product_id":%q,"title":"T","status":"ACTIVE","variants":[{"title":"v","sku":"M-2","price":"1.00","category":"tote","requires_yarn_type":[]}]}]}]}`,
+			demoProduct.ProductID),
+			[]string{"stores[0].products[0]: product " + demoProduct.ProductID.String() + " belongs to store " + demo.StoreID.String()}},
+		{"variant of another product", fmt.Sprintf(`{"stores":[{"name":"Mine","shop_domain":"mine.example","status":"ACTIVE",
+			"products":[{"title":"T","status":"ACTIVE","variants":[{"variant_id":%q,"title":"v","sku":"M-3","price":"1.00","category":"tote","requires_yarn_type":[]}]}]}]}`,
+			demoProduct.Variants[0].VariantID),
+			[]string{"stores[0].products[0].variants[0]: variant " + demoProduct.Variants[0].VariantID.String() + " belongs to product " + demoProduct.ProductID.String()}},
+	}
+	before := catalogLogSize(t, d.app.Brokers)
+	for _, f := range files {
+		path := filepath.Join(t.TempDir(), "catalog.json")
+		if err := os.WriteFile(path, []byte(f.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runPodctl(t, bin, env, "catalog", "import", "--quiet", "--account", acct.AccountID, path)
+		var exit *exec.ExitError
+		if !errors.As(r.err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("%s: import ended with %v, want exit status 1\nstdout %s\nstderr %s", f.name, r.err, r.stdout, r.stderr)
+			continue
+		}
+		for _, want := range append(f.want, "nothing was imported") {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: stderr does not say %q:\n%s", f.name, want, r.stderr)
+			}
+		}
+		if r.stdout != "" {
+			t.Errorf("%s: a refused import printed a result: %s", f.name, r.stdout)
+		}
+	}
+	if after := catalogLogSize(t, d.app.Brokers); after != before {
+		t.Errorf("refused imports published %d catalog events", after-before)
+	}
+	var stores struct{ Data []catalogrm.Store }
+	d.client.Get("/v1/stores").JSON(t, &stores)
+	for _, s := range stores.Data {
+		if s.StoreID == demo.StoreID && (s.Name != demo.Name || s.ShopDomain != demo.ShopDomain) {
+			t.Errorf("the demo store changed: %+v, was %+v", s, demo)
+		}
+	}
 }
