@@ -66,7 +66,7 @@ type orderDetail struct {
 	PlatformOrderID  *string           `json:"platform_order_id"`
 }
 
-func (d demoEnv) detail(t *testing.T, c *testenv.Client, id uuid.UUID) orderDetail {
+func (d demoEnv) detail(t testing.TB, c *testenv.Client, id uuid.UUID) orderDetail {
 	t.Helper()
 	r := c.Get("/v1/orders/pod/" + id.String())
 	if r.Status != 200 {
@@ -78,7 +78,7 @@ func (d demoEnv) detail(t *testing.T, c *testenv.Client, id uuid.UUID) orderDeta
 }
 
 // waitStatus waits until the order reaches status.
-func (d demoEnv) waitStatus(t *testing.T, c *testenv.Client, id uuid.UUID, status string) orderDetail {
+func (d demoEnv) waitStatus(t testing.TB, c *testenv.Client, id uuid.UUID, status string) orderDetail {
 	t.Helper()
 	var o orderDetail
 	testenv.Eventually(t, 30*time.Second, func() error {
