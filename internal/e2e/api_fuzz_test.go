@@ -121,7 +121,7 @@ func firstProduct(t testing.TB, d demoEnv, store uuid.UUID) string {
 			ProductID uuid.UUID `json:"product_id"`
 		}
 	}
-	d.client.Get("/v1/stores/" + store.String() + "/products?limit=1").JSON(t, &page)
+	d.client.Get("/v1/stores/"+store.String()+"/products?limit=1").JSON(t, &page)
 	if len(page.Data) == 0 {
 		t.Fatal("the demo store has no products")
 	}
