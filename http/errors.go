@@ -62,7 +62,7 @@ func errorHandler(log *slog.Logger, methods *methodTable) fiber.ErrorHandler {
 		}
 		if apiErr.Status >= 500 {
 			log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(),
-				"route", routeOf(c), "status", apiErr.Status, "err", err)
+				"route", methods.routeOf(c), "status", apiErr.Status, "err", err)
 		}
 		if apiErr.RetryAfter > 0 {
 			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(apiErr.RetryAfter))

@@ -15,9 +15,14 @@ import (
 type methodTable struct {
 	static map[string][]string // path without parameters -> methods
 	routes []routeMethods
+	// endpoints holds "METHOD path" of every endpoint route (not
+	// middleware), to tell them from the group middleware Fiber reports
+	// as the route of a request refused before its handler.
+	endpoints map[string]bool
 }
 
 type routeMethods struct {
+	path     string
 	segments []string
 	methods  []string
 }
@@ -35,13 +40,17 @@ func (t *methodTable) fill(app *fiber.App) {
 		}
 	}
 	t.static = map[string][]string{}
+	t.endpoints = map[string]bool{}
 	for _, p := range paths {
+		for _, m := range byPath[p] {
+			t.endpoints[m+" "+p] = true
+		}
 		methods := byPath[p]
 		slices.Sort(methods)
 		if !strings.ContainsAny(p, ":*") {
 			t.static[p] = methods
 		}
-		t.routes = append(t.routes, routeMethods{segments: strings.Split(p, "/"), methods: methods})
+		t.routes = append(t.routes, routeMethods{path: p, segments: strings.Split(p, "/"), methods: methods})
 	}
 }
 
@@ -64,6 +73,30 @@ func (t *methodTable) allowed(path string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// routeOf is the route template of a request for metrics and logs: the
+// endpoint that answered it, or, for a request refused by middleware (401,
+// 429, 405) or by no route (404), the template its path matches, else
+// "unmatched".
+func (t *methodTable) routeOf(c *fiber.Ctx) string {
+	if r := c.Route(); r != nil && t.endpoints[r.Method+" "+r.Path] {
+		return r.Path
+	}
+	// The path is request memory Fiber reuses: return templates only.
+	path := c.Path()
+	for _, r := range t.routes {
+		if r.path == path {
+			return r.path
+		}
+	}
+	segs := strings.Split(path, "/")
+	for _, r := range t.routes {
+		if matchSegments(r.segments, segs) {
+			return r.path
+		}
+	}
+	return "unmatched"
 }
 
 func matchSegments(tmpl, segs []string) bool {

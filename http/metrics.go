@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) middleware(onError fiber.ErrorHandler) fiber.Handler {
+func (m *Metrics) middleware(onError fiber.ErrorHandler, routes *methodTable) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
 		m.inFlight.Inc()
@@ -55,18 +55,10 @@ func (m *Metrics) middleware(onError fiber.ErrorHandler) fiber.Handler {
 		// Fiber's method string points into a buffer reused by later
 		// requests; a label value is kept, so it must be a copy. (The route
 		// is the registered template, not request memory.)
-		route, method := routeOf(c), strings.Clone(c.Method())
+		route, method := routes.routeOf(c), strings.Clone(c.Method())
 		m.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().StatusCode())).Inc()
 		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		return nil
 	}
 }
 
-// routeOf is the route template that matched, or "unmatched".
-func routeOf(c *fiber.Ctx) string {
-	r := c.Route()
-	if r == nil || r.Path == "" || r.Path == "/" && c.Path() != "/" {
-		return "unmatched"
-	}
-	return r.Path
-}

@@ -98,9 +98,9 @@ func (s *Server) OpsApp() *fiber.App {
 	app.Use(recover.New())
 	app.Use(requestIDs)
 	if s.Metrics != nil {
-		app.Use(s.Metrics.middleware(onError))
+		app.Use(s.Metrics.middleware(onError, s.methods))
 	}
-	app.Use(accessLog(s.Log))
+	app.Use(accessLog(s.Log, s.methods))
 	app.Use(checkFraming)
 
 	app.Get("/healthz", healthz)
@@ -152,11 +152,11 @@ func validRequestID(id string) bool {
 
 // accessLog writes one debug line per request (never headers or bodies, so
 // tokens and secrets stay out of logs).
-func accessLog(log *slog.Logger) fiber.Handler {
+func accessLog(log *slog.Logger, routes *methodTable) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
 		err := c.Next()
-		log.DebugContext(c.UserContext(), "request", "method", c.Method(), "route", routeOf(c),
+		log.DebugContext(c.UserContext(), "request", "method", c.Method(), "route", routes.routeOf(c),
 			"status", c.Response().StatusCode(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
 		return err
 	}

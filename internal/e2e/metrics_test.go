@@ -297,3 +297,29 @@ func TestProfilerOnlyOnItsOwnListener(t *testing.T) {
 		t.Fatalf("profiler on the API listener: %d", r.Status)
 	}
 }
+
+// Requests refused before their handler (no token, a bad method) and
+// unknown paths are counted under the route template their path matches,
+// or "unmatched", never under the /v1 group.
+func TestRefusedRequestsCarryTheirRouteTemplate(t *testing.T) {
+	d := startDemo(t)
+	anon := testenv.NewClient(t, d.client.Base, "")
+	anon.Get("/v1/orders/pod/" + uuid.NewString())
+	d.client.Get("/v1/orders/pod/batches")
+	d.client.Get("/v1/no/such/path")
+	s := series(scrape(t, d.app.Addr()), "pod_http_requests_total")
+	for _, want := range []string{
+		"method=GET,route=/v1/orders/pod/:order_id,status=401",
+		"method=GET,route=/v1/orders/pod/batches,status=405",
+		"method=GET,route=unmatched,status=404",
+	} {
+		if s[want] != 1 {
+			t.Errorf("no series %s (have %v)", want, s)
+		}
+	}
+	for k := range s {
+		if strings.Contains(k, "route=/v1,") {
+			t.Errorf("a request counted under the group: %s", k)
+		}
+	}
+}
