@@ -61,4 +61,3 @@ func (m *Metrics) middleware(onError fiber.ErrorHandler, routes *methodTable) fi
 		return nil
 	}
 }
-
