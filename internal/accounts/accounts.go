@@ -81,22 +81,28 @@ func (s Store) Create(ctx context.Context, name string) (uuid.UUID, string, erro
 }
 
 // Ensure makes sure an account with this name exists and that token is one
-// of its active tokens. It is idempotent; it is how the demo account is made.
-func (s Store) Ensure(ctx context.Context, name, token string) (uuid.UUID, error) {
-	id := IDForName(name)
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+// of its tokens; it is how the demo account is made, at every start. A new
+// token is added active; a token revoked before stays revoked (a restart
+// must not undo "podctl token revoke"). active reports whether token
+// authenticates the account now.
+func (s Store) Ensure(ctx context.Context, name, token string) (id uuid.UUID, active bool, err error) {
+	id = IDForName(name)
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO accounts (account_id, name) VALUES ($1, $2)
 			ON CONFLICT (account_id) DO NOTHING`, id, name); err != nil {
 			return fmt.Errorf("ensure account: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO api_tokens (token_hash, account_id) VALUES ($1, $2)
-			ON CONFLICT (token_hash) DO UPDATE SET revoked_at = NULL WHERE api_tokens.account_id = EXCLUDED.account_id`,
-			Hash(token), id); err != nil {
+			ON CONFLICT (token_hash) DO NOTHING`, Hash(token), id); err != nil {
+			return fmt.Errorf("ensure token: %w", err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT account_id = $2 AND revoked_at IS NULL FROM api_tokens WHERE token_hash = $1`,
+			Hash(token), id).Scan(&active); err != nil {
 			return fmt.Errorf("ensure token: %w", err)
 		}
 		return nil
 	})
-	return id, err
+	return id, active, err
 }
 
 // Issue adds a token to an existing account.

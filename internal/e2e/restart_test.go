@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -143,3 +144,37 @@ func TestHealthReadinessMetrics(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
+
+// TestRevokedDemoTokenStaysRevokedAfterRestart: podsvc ensures the demo
+// account and token at every start outside production, but a demo token
+// the operator revoked stays revoked: the restart must not re-activate it.
+func TestRevokedDemoTokenStaysRevokedAfterRestart(t *testing.T) {
+	bin := buildPodctl(t)
+	d := startDemo(t)
+	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+	if r := runPodctl(t, bin, env, "token", "revoke", "--token", d.cfg.DemoToken); r.err != nil {
+		t.Fatalf("token revoke: %v %s", r.err, r.stderr)
+	}
+	if r := d.client.Get("/v1/stores"); r.Status != 401 {
+		t.Fatalf("revoked demo token before the restart: %d %s", r.Status, r.Body)
+	}
+	d.app.Stop()
+
+	again := podtest.Start(t, d.cfg)
+	if again.DemoAccount != d.app.DemoAccount {
+		t.Fatalf("demo account %s after the restart, %s before", again.DemoAccount, d.app.DemoAccount)
+	}
+	c := testenv.NewClient(t, "http://"+again.Addr(), d.cfg.DemoToken)
+	if r := c.Get("/v1/stores"); r.Status != 401 {
+		t.Fatalf("revoked demo token after the restart: %d %s", r.Status, r.Body)
+	}
+	// The demo account is still usable with a token issued for it.
+	r := runPodctl(t, bin, env, "token", "issue", "--account", again.DemoAccount.String())
+	var issued struct{ Token string }
+	if r.err != nil || json.Unmarshal([]byte(r.stdout), &issued) != nil || issued.Token == "" {
+		t.Fatalf("token issue: %v %s %s", r.err, r.stdout, r.stderr)
+	}
+	if r := testenv.NewClient(t, "http://"+again.Addr(), issued.Token).Get("/v1/stores"); r.Status != 200 {
+		t.Fatalf("new demo token after the restart: %d %s", r.Status, r.Body)
+	}
+}
