@@ -689,7 +689,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 				return err
 			}
 			recs = append(recs, rec)
-			disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit
+			disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit && s.Streaks.ClaimDisable(ctx, t.WebhookID, t.Gen)
 			s.Metrics.outcome("failed", class)
 		default:
 			res.Status, res.Error = schemas.DeliveryPending, &failure
@@ -717,7 +717,10 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 	rctx := context.WithoutCancel(ctx)
 	s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, t)
 	if disable && s.Disable != nil {
+		// One disable per activation generation: only the failure that
+		// claimed it sends the command, logs and counts it.
 		if err := s.Disable(rctx, t.WebhookID, t.AccountID, t.Gen); err != nil {
+			s.Streaks.ReleaseDisable(rctx, t.WebhookID, t.Gen)
 			s.Log.Warn("auto-disable command not sent", "webhook", t.WebhookID, "err", err)
 		} else {
 			s.Log.Info("webhook auto-disabled after consecutive failed deliveries", "webhook", t.WebhookID)

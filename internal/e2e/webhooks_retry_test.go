@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/testenv"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
@@ -305,4 +306,44 @@ func TestDeliveryLogSweeper(t *testing.T) {
 		t.Errorf("swept delivery: %d", r.Status)
 	}
 	getDelivery(t, d.client, w.ID, fresh.ID)
+}
+
+// TestWebhookAutoDisableIsDecidedOnce fails many deliveries of one
+// endpoint at once, well past the limit: the webhook is disabled once, and
+// pod_webhook_auto_disabled_total counts one webhook, not one per failed
+// delivery past the tenth.
+func TestWebhookAutoDisableIsDecidedOnce(t *testing.T) {
+	rc := newReceiver(t)
+	rc.respond = func(received, int) int { return 503 }
+	// Every delivery takes its 7 attempts ~2 s, longer than sending them
+	// all, so dozens fail within moments of each other.
+	step := 300 * time.Millisecond
+	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
+	w := createWebhook(t, d.client, rc.url("/down"))
+	rc.setSecret(w.Secret)
+	var sent []deliveryrm.Record
+	for range 40 {
+		sent = append(sent, sendTest(t, d.client, w.ID))
+	}
+	failed := 0
+	for _, rec := range sent {
+		got := waitDelivery(t, d.client, w.ID, rec.ID, 60*time.Second, func(r deliveryrm.Record) error {
+			if r.Status == "failed" || r.Status == "cancelled" {
+				return nil
+			}
+			return fmt.Errorf("delivery is %s", r.Status)
+		})
+		if got.Status == "failed" {
+			failed++
+		}
+	}
+	if failed <= delivery.FailureLimit {
+		t.Logf("only %d deliveries failed before the disable landed; the race this guards is not exercised", failed)
+	}
+	if off := getWebhook(t, d.client, w.ID); off.IsActive {
+		t.Fatalf("webhook still active after %d failed deliveries", failed)
+	}
+	if n := series(scrape(t, d.app.Addr()), "pod_webhook_auto_disabled_total")[""]; n != 1 {
+		t.Fatalf("pod_webhook_auto_disabled_total = %v after %d failed deliveries of one webhook, want 1", n, failed)
+	}
 }
