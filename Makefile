@@ -18,9 +18,12 @@ test: services docs
 ## fuzz-short: a short fuzz run of each fuzz target (count-based: time-based runs can end
 ## with a spurious "context deadline exceeded" in Go's fuzz runner)
 FUZZ_EXECS ?= 20000x
+## FuzzAPI sends each input to a running podsvc: fewer, costlier executions
+FUZZ_API_EXECS ?= 2000x
 fuzz-short:
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateOrder$$' -fuzztime $(FUZZ_EXECS) ./commands/order/
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZ_EXECS) ./delivery/
+	$(GO) test -run '^$$' -fuzz '^FuzzAPI$$' -fuzztime $(FUZZ_API_EXECS) -parallel 1 ./internal/e2e/
 
 ## lint: formatting, vet, staticcheck, and the deploy files (promtool, deploy/validate)
 lint:
