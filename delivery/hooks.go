@@ -33,9 +33,6 @@ type Hook struct {
 type Hooks struct {
 	Pool *pgxpool.Pool
 	Box  *secretbox.Box
-	// TTL is not used: nothing is served from an older read (see Hooks).
-	// It remains so that existing wiring compiles.
-	TTL time.Duration
 
 	mu    sync.Mutex
 	reads map[uuid.UUID]*hookReads

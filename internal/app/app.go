@@ -274,7 +274,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 	cfg := a.Config
 	a.runConsumer(ctx, runner, (&delivery.Fanout{Pool: a.Work, Producer: a.Producer, Log: a.Log}).Consumer())
 	a.Sender = &delivery.Sender{
-		Hooks:    &delivery.Hooks{Pool: a.Work, Box: a.Box, TTL: time.Second},
+		Hooks:    &delivery.Hooks{Pool: a.Work, Box: a.Box},
 		Producer: a.Producer,
 		Brokers:  a.Brokers,
 		HTTP:     a.Guard.Client(cfg.WebhookTimeout),
