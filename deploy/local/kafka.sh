@@ -26,7 +26,7 @@
 #   KAFKA_DIST_DIR      cache of the fetched jars (var/kafka-dist)
 #   KAFKA_VERSION       Kafka release to fetch (4.3.1)
 #   KAFKA_HEAP          heap of each node (-Xms256m -Xmx512m)
-#   KAFKA_JVM_OPTS      further JVM options of each node
+#   KAFKA_JVM_OPTS      further JVM options of each node (-XX:TieredStopAtLevel=1)
 #   KAFKA_START_TIMEOUT seconds to wait for the nodes to serve (90)
 #   KAFKA_STOP_TIMEOUT  seconds to wait after TERM before KILL (30)
 set -euo pipefail
@@ -41,7 +41,9 @@ KAFKA_BASE_PORT=${KAFKA_BASE_PORT:-19092}
 KAFKA_CLUSTER_DIR=${KAFKA_CLUSTER_DIR:-$root/var/kafka-cluster}
 KAFKA_DIST_DIR=${KAFKA_DIST_DIR:-$root/var/kafka-dist}
 KAFKA_HEAP=${KAFKA_HEAP:--Xms256m -Xmx512m}
-KAFKA_JVM_OPTS=${KAFKA_JVM_OPTS:-}
+# C1 only: on a small shared machine the nodes start about twice as fast, and a test
+# cluster does not need C2's peak throughput. Set KAFKA_JVM_OPTS= (empty) for the default JIT.
+KAFKA_JVM_OPTS=${KAFKA_JVM_OPTS--XX:TieredStopAtLevel=1}
 KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 KAFKA_STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
 HOST=127.0.0.1
@@ -306,11 +308,16 @@ start_node_process() {
 # The ids of the brokers in node N's metadata that answered an ApiVersions request,
 # one per line; nothing when node N does not answer.
 probe() {
-  local out
-  out=$(timeout 30 java -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+  local out port cfg="$dist/probe.properties"
+  port=$(broker_port "$1")
+  # Not listening yet: no need to start a JVM (it would only wait for its timeouts).
+  port_busy "$port" || return 0
+  [ -f "$cfg" ] || printf '%s\n' request.timeout.ms=5000 default.api.timeout.ms=8000 \
+    socket.connection.setup.timeout.ms=2000 socket.connection.setup.timeout.max.ms=2000 >"$cfg"
+  out=$(timeout 20 java -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Dlog4j2.configurationFile="$(tools_log4j)" -cp "$libs/*" \
-    org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$HOST:$(broker_port "$1")" \
-    2>/dev/null) || true
+    org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$HOST:$port" \
+    --command-config "$cfg" 2>/dev/null) || true
   printf '%s\n' "$out" | sed -n 's/^[^ ]* (id: \([0-9]*\) .*-> ($/\1/p' | sort -n
 }
 
@@ -340,7 +347,7 @@ wait_serving() {
       if [ -z "$(node_pid "$n")" ]; then
         say "node $n exited while starting"
         show_log_tail "$n"
-        die "node $n did not start"
+        die "node $n did not start (the other nodes may still run: $0 stop)"
       fi
       got=$(probe "$n" | tr '\n' ' ')
       local e ok=1
