@@ -32,10 +32,6 @@ func unauthorized(msg string) *Error {
 	return &Error{Status: fiber.StatusUnauthorized, Code: schemas.CodeUnauthorized, Message: msg}
 }
 
-// Failed authentication is limited per client address: past the budget a
-// bad token answers 429 instead of 401, so guessing tokens is slow.
-var authFailLimit = redis_rate.Limit{Rate: 5, Burst: 20, Period: time.Second}
-
 // badTokens remembers token hashes that named no active token, so a bad
 // token seen again costs a map lookup, not a Postgres query. Tokens are
 // random, so no token is issued after it was seen as bad; a revoked token
@@ -48,7 +44,12 @@ func newBadTokens() *badTokens {
 
 // requireToken rejects requests without a valid bearer token and stores the
 // token's account for the handlers.
-func requireToken(auth Authenticator, rdb *redis.Client, prefix string, log *slog.Logger) fiber.Handler {
+//
+// Failed authentication is limited per client address: past the budget a
+// bad token answers 429 instead of 401, so guessing tokens is slow.
+func requireToken(auth Authenticator, rdb *redis.Client, cfg RateLimit, log *slog.Logger) fiber.Handler {
+	authFailLimit := redis_rate.Limit{Rate: max(1, cfg.AuthFailRate), Burst: max(1, cfg.AuthFailBurst), Period: time.Second}
+	prefix := cfg.Prefix
 	bad := newBadTokens()
 	var limiter *redis_rate.Limiter
 	if rdb != nil {

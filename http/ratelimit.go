@@ -21,6 +21,9 @@ type RateLimit struct {
 	Rate   int
 	Burst  int
 	Prefix string // Redis key prefix
+	// AuthFailRate and AuthFailBurst limit failed authentications per
+	// client address (per second, burst); past them a bad token is 429.
+	AuthFailRate, AuthFailBurst int
 }
 
 // rateLimit answers 429 RATE_LIMITED when the token's budget is spent. When

@@ -49,7 +49,7 @@ func (s *Server) App() *fiber.App {
 	app.Get("/v1/openapi.json", openAPI)
 	docsRoutes(app)
 
-	v1 := app.Group("/v1", requireToken(s.Auth, s.Redis, s.RateLimit.Prefix, s.Log), rateLimit(s.Redis, s.RateLimit, s.Log), s.methods.gate, checkInput)
+	v1 := app.Group("/v1", requireToken(s.Auth, s.Redis, s.RateLimit, s.Log), rateLimit(s.Redis, s.RateLimit, s.Log), s.methods.gate, checkInput)
 	v1.Get("/stores", s.listStores)
 	v1.Get("/stores/:store_id/products", s.listProducts)
 	v1.Get("/stores/:store_id/products/:product_id", s.getProduct)

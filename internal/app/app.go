@@ -348,7 +348,8 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
 	a.goRun(func() { worker.Run(ctx) })
 	server.Auth = accounts.Store{Pool: a.Pool}
 	server.Redis = a.Redis
-	server.RateLimit = podhttp.RateLimit{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Prefix: cfg.RedisPrefix}
+	server.RateLimit = podhttp.RateLimit{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Prefix: cfg.RedisPrefix,
+		AuthFailRate: cfg.AuthFailRate, AuthFailBurst: cfg.AuthFailBurst}
 	server.Catalog = catalogrm.Queries{Pool: a.Pool}
 	server.Config = configrm.Queries{Pool: a.Pool}
 	server.Orders = orders

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/printpod/pod/internal/secretbox"
+	"github.com/printpod/pod/schemas"
 )
 
 // Roles a podsvc process can run.
@@ -39,6 +40,11 @@ type Config struct {
 	RedisPrefix         string          // POD_REDIS_PREFIX: prefix of every Redis key
 	KafkaBrokers        []string        // KAFKA_BROKERS; empty = embedded broker
 	KafkaPartitions     int             // POD_KAFKA_PARTITIONS: partitions of each topic created
+	KafkaTopicPrefix    string          // POD_KAFKA_TOPIC_PREFIX: prefix of every topic name; empty = none
+	KafkaGroupPrefix    string          // POD_KAFKA_GROUP_PREFIX: prefix of every consumer group id; empty = none
+	KafkaReplication    int             // POD_KAFKA_REPLICATION: replicas of each topic created; 0 = min(3, brokers)
+	KafkaRetention      time.Duration   // POD_KAFKA_RETENTION: retention of command and event topics (real Kafka only)
+	KafkaDLQRetention   time.Duration   // POD_KAFKA_DLQ_RETENTION: retention of dead-letter topics (real Kafka only)
 	EmbeddedKafkaPort   int             // POD_KAFKA_EMBEDDED_PORT: 0 picks a free port
 	DataDir             string          // POD_DATA_DIR
 	Roles               []string        // POD_ROLES
@@ -54,6 +60,8 @@ type Config struct {
 	PlatformURL         string          // POD_PLATFORM_URL; empty in development = simulator
 	RateLimit           int             // POD_RATE_LIMIT: requests per second per token
 	RateBurst           int             // POD_RATE_BURST: burst per token
+	AuthFailRate        int             // POD_AUTH_FAIL_RATE: failed authentications per second per client address
+	AuthFailBurst       int             // POD_AUTH_FAIL_BURST: burst of failed authentications per client address
 	LogLevel            string          // POD_LOG_LEVEL: debug, info, warn, error
 	ShutdownTimeout     time.Duration   // POD_SHUTDOWN_TIMEOUT
 	MetricsRefresh      time.Duration   // POD_METRICS_REFRESH: how often consumer lag and order counts are read; 0 = never
@@ -68,6 +76,8 @@ func Defaults() Config {
 		RedisURL:           "redis://127.0.0.1:6379/0",
 		RedisPrefix:        "pod:",
 		KafkaPartitions:    6,
+		KafkaRetention:     7 * 24 * time.Hour,
+		KafkaDLQRetention:  30 * 24 * time.Hour,
 		DataDir:            "./var",
 		Roles:              slices.Clone(AllRoles),
 		DemoToken:          "demo-token",
@@ -79,6 +89,8 @@ func Defaults() Config {
 		PushRetryDelays:    []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute},
 		RateLimit:          5000,
 		RateBurst:          10000,
+		AuthFailRate:       10,
+		AuthFailBurst:      100,
 		LogLevel:           "info",
 		ShutdownTimeout:    20 * time.Second,
 		MetricsRefresh:     5 * time.Second,
@@ -163,6 +175,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	list("KAFKA_BROKERS", &c.KafkaBrokers)
 	num("POD_KAFKA_PARTITIONS", &c.KafkaPartitions)
 	num("POD_KAFKA_EMBEDDED_PORT", &c.EmbeddedKafkaPort)
+	str("POD_KAFKA_TOPIC_PREFIX", &c.KafkaTopicPrefix)
+	str("POD_KAFKA_GROUP_PREFIX", &c.KafkaGroupPrefix)
+	num("POD_KAFKA_REPLICATION", &c.KafkaReplication)
+	dur("POD_KAFKA_RETENTION", &c.KafkaRetention)
+	dur("POD_KAFKA_DLQ_RETENTION", &c.KafkaDLQRetention)
 	str("POD_DATA_DIR", &c.DataDir)
 	if v := strings.TrimSpace(getenv("POD_ROLES")); v != "" && v != "all" {
 		c.Roles = splitList(v)
@@ -179,6 +196,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	str("POD_PLATFORM_URL", &c.PlatformURL)
 	num("POD_RATE_LIMIT", &c.RateLimit)
 	num("POD_RATE_BURST", &c.RateBurst)
+	num("POD_AUTH_FAIL_RATE", &c.AuthFailRate)
+	num("POD_AUTH_FAIL_BURST", &c.AuthFailBurst)
 	str("POD_LOG_LEVEL", &c.LogLevel)
 	dur("POD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	dur("POD_METRICS_REFRESH", &c.MetricsRefresh)
@@ -211,6 +230,28 @@ func (c Config) Validate() error {
 	}
 	if c.KafkaPartitions < 1 || c.KafkaPartitions > 1024 {
 		bad("POD_KAFKA_PARTITIONS: %d must be between 1 and 1024", c.KafkaPartitions)
+	}
+	checkName := func(name, prefix string) {
+		if len(prefix) > maxKafkaPrefix {
+			bad("%s: %q is longer than %d characters", name, prefix, maxKafkaPrefix)
+		}
+		if strings.Trim(prefix, kafkaNameChars) != "" {
+			bad("%s: %q may hold only letters, digits, '.', '_' and '-'", name, prefix)
+		}
+	}
+	checkName("POD_KAFKA_TOPIC_PREFIX", c.KafkaTopicPrefix)
+	checkName("POD_KAFKA_GROUP_PREFIX", c.KafkaGroupPrefix)
+	if c.KafkaReplication < 0 || c.KafkaReplication > 32 {
+		bad("POD_KAFKA_REPLICATION: %d must be between 1 and 32, or 0 for min(3, brokers)", c.KafkaReplication)
+	}
+	if c.Embedded() && c.KafkaReplication > 1 {
+		bad("POD_KAFKA_REPLICATION: %d needs KAFKA_BROKERS (the embedded broker is a single node)", c.KafkaReplication)
+	}
+	if c.KafkaRetention <= 0 {
+		bad("POD_KAFKA_RETENTION: %s must be positive", c.KafkaRetention)
+	}
+	if c.KafkaDLQRetention <= 0 {
+		bad("POD_KAFKA_DLQ_RETENTION: %s must be positive", c.KafkaDLQRetention)
 	}
 	if c.EmbeddedKafkaPort < 0 || c.EmbeddedKafkaPort > 65535 {
 		bad("POD_KAFKA_EMBEDDED_PORT: %d is not a port", c.EmbeddedKafkaPort)
@@ -277,6 +318,12 @@ func (c Config) Validate() error {
 	if c.RateBurst < 1 {
 		bad("POD_RATE_BURST: %d must be at least 1", c.RateBurst)
 	}
+	if c.AuthFailRate < 1 {
+		bad("POD_AUTH_FAIL_RATE: %d must be at least 1", c.AuthFailRate)
+	}
+	if c.AuthFailBurst < 1 {
+		bad("POD_AUTH_FAIL_BURST: %d must be at least 1", c.AuthFailBurst)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -289,6 +336,28 @@ func (c Config) Validate() error {
 		bad("POD_SHUTDOWN_TIMEOUT: %s must be positive", c.ShutdownTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// kafkaNameChars are the characters Kafka allows in topic names; prefixes
+// keep to them (group ids too, so a group reads like its topics).
+const kafkaNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
+// maxKafkaPrefix keeps the longest prefixed topic name
+// (pod.dlq.<consumer>, pod.webhook.deliveries.retry.12h: under 40
+// characters) well within Kafka's 249.
+const maxKafkaPrefix = 100
+
+// Naming is how topics and consumer groups are named on the cluster.
+func (c Config) Naming() schemas.Naming {
+	return schemas.Naming{TopicPrefix: c.KafkaTopicPrefix, GroupPrefix: c.KafkaGroupPrefix}
+}
+
+// RetryTierRetention is the retention of the delivery retry tier topics:
+// POD_KAFKA_RETENTION plus the longest retry wait, so a task waiting out
+// its tier is never deleted before it is due, and a tier keeps at least as
+// much history as the other topics.
+func (c Config) RetryTierRetention() time.Duration {
+	return c.KafkaRetention + slices.Max(append([]time.Duration{0}, c.WebhookRetryDelays...))
 }
 
 func splitList(v string) []string {

@@ -30,6 +30,9 @@ func Config(t testing.TB) config.Config {
 	cfg.RedisPrefix = "podtest:" + testenv.RandomSuffix() + ":"
 	cfg.DataDir = t.TempDir()
 	cfg.KafkaPartitions = 3
+	// Contract and auth tests send hundreds of bad tokens from one address
+	// on purpose; the hostile suite still reaches the limit.
+	cfg.AuthFailBurst = 500
 	cfg.ShutdownTimeout = 10 * time.Second
 	cfg.LogLevel = "warn"
 	key := make([]byte, 32)
