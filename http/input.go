@@ -189,7 +189,7 @@ func CheckJSON(body []byte) *Error {
 		tok, err := w.dec.Token()
 		if errors.Is(err, io.EOF) {
 			if !w.done {
-				return Validation(w.path(), "request body is not valid JSON: it ends early")
+				return notJSON()
 			}
 			return nil
 		}
@@ -202,16 +202,19 @@ func CheckJSON(body []byte) *Error {
 			}
 			return Validation(field, orBody(field)+" must be valid UTF-8")
 		}
-		if err != nil {
-			return Validation(w.path(), "request body is not valid JSON"+w.near())
-		}
-		if w.done {
-			return Validation("", "request body must hold one JSON value, with nothing after it")
+		if err != nil || w.done {
+			return notJSON()
 		}
 		if e := w.step(tok); e != nil {
 			return e
 		}
 	}
+}
+
+// notJSON is the answer for a body that is not one JSON value: every body
+// the API takes is an object.
+func notJSON() *Error {
+	return Validation("", "request body must be a JSON object")
 }
 
 func orBody(field string) string {
@@ -282,10 +285,6 @@ func (w *jsonWalk) join(key string) string {
 		return p + "." + key
 	}
 	return key
-}
-
-func (w *jsonWalk) near() string {
-	return fmt.Sprintf(" (near byte %d)", w.dec.InputOffset())
 }
 
 // valueDone moves past a complete value.
