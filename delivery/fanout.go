@@ -84,11 +84,12 @@ type Fanout struct {
 	Pool     *pgxpool.Pool
 	Producer *kgo.Client
 	Log      *slog.Logger
+	Naming   schemas.Naming // topic names on the cluster
 }
 
 // Consumer is the fan-out's stream consumer.
 func (f *Fanout) Consumer() stream.Consumer {
-	return stream.Consumer{Name: FanoutName, Topics: []string{schemas.TopicOrderEvents}, Handle: f.handle, MaxBatch: 1000}
+	return stream.Consumer{Name: FanoutName, Topics: []string{f.Naming.Topic(schemas.TopicOrderEvents)}, Handle: f.handle, MaxBatch: 1000}
 }
 
 type subscription struct {
@@ -153,7 +154,7 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) erro
 					return err
 				}
 			}
-			rec, err := TaskRecord(schemas.TopicWebhookDeliveries, schemas.DeliveryTask{
+			rec, err := TaskRecord(f.Naming.Topic(schemas.TopicWebhookDeliveries), schemas.DeliveryTask{
 				DeliveryID: DeliveryID(sub.id, it.ev.ID), WebhookID: sub.id, AccountID: account, EventID: it.ev.ID,
 				Topic: it.ev.Type, Gen: sub.gen, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now, Payload: payload,
 			})

@@ -68,11 +68,12 @@ type Sender struct {
 	PerEndpoint int              // requests in flight per webhook; default 8
 	MaxBuffered int              // records held in memory; default 10000
 	ClientOpts  func() []kgo.Opt // extra options per consumer session (metrics hooks)
+	Naming      schemas.Naming   // topic names and the group id's prefix
 }
 
 // Topics are the topics a sender consumes: first attempts and every tier.
 func (s *Sender) Topics() []string {
-	return append([]string{schemas.TopicWebhookDeliveries}, schemas.WebhookRetryTiers...)
+	return append([]string{s.Naming.Topic(schemas.TopicWebhookDeliveries)}, s.Naming.RetryTiers()...)
 }
 
 // Run consumes until ctx ends, starting a new session after failures.
@@ -185,7 +186,7 @@ func (s *Sender) session(ctx context.Context) error {
 		unrecorded: make(chan struct{}, s.Concurrency)}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.Brokers...),
-		kgo.ConsumerGroup(SenderGroup),
+		kgo.ConsumerGroup(s.Naming.Group(SenderGroup)),
 		kgo.ConsumeTopics(s.Topics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
@@ -435,7 +436,7 @@ func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
 			ss.finishLocked(st, r.Offset)
 			continue
 		}
-		if wait := t.DueAt.Sub(now); wait > 0 && k.topic != schemas.TopicWebhookDeliveries {
+		if wait := t.DueAt.Sub(now); wait > 0 && k.topic != ss.s.Naming.Topic(schemas.TopicWebhookDeliveries) {
 			st.parked = recs[i:]
 			if !st.paused {
 				st.paused = true
@@ -597,7 +598,7 @@ func (ss *session) deferJobs(jobs []job, drain time.Duration) {
 		t := j.task
 		t.DueAt = due
 		var rec *kgo.Record
-		if rec, err = TaskRecord(schemas.WebhookRetryTiers[tier], t); err != nil {
+		if rec, err = TaskRecord(ss.s.Naming.RetryTier(tier), t); err != nil {
 			break
 		}
 		recs = append(recs, rec)
@@ -684,7 +685,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 			s.Metrics.observeDelivered(res.At.Sub(t.CreatedAt))
 		case t.Attempt >= MaxAttempts:
 			res.Status, res.Error = schemas.DeliveryFailed, &failure
-			rec, err := TaskRecord(schemas.TopicWebhookDLQ, t)
+			rec, err := TaskRecord(s.Naming.Topic(schemas.TopicWebhookDLQ), t)
 			if err != nil {
 				return err
 			}
@@ -697,7 +698,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 			next.Attempt++
 			next.DueAt = res.At.Add(s.Delays[t.Attempt-1])
 			res.NextRetryAt = &next.DueAt
-			rec, err := TaskRecord(schemas.WebhookRetryTiers[t.Attempt-1], next)
+			rec, err := TaskRecord(s.Naming.RetryTier(t.Attempt-1), next)
 			if err != nil {
 				return err
 			}
@@ -709,7 +710,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 	if err != nil {
 		return err
 	}
-	recs = append(recs, &kgo.Record{Topic: schemas.TopicWebhookAttempts, Key: []byte(t.WebhookID.String()), Value: value,
+	recs = append(recs, &kgo.Record{Topic: s.Naming.Topic(schemas.TopicWebhookAttempts), Key: []byte(t.WebhookID.String()), Value: value,
 		Headers: []kgo.RecordHeader{{Key: "status", Value: []byte(res.Status)}}})
 	if err := s.record(ctx, recs...); err != nil {
 		return err

@@ -31,6 +31,7 @@ type Webhooks struct {
 	Deliveries deliveryrm.Queries
 	Producer   *kgo.Client
 	Log        *slog.Logger
+	Naming     schemas.Naming // topic names on the cluster
 	// Wait bounds the wait for a decision; default 10s.
 	Wait time.Duration
 }
@@ -429,7 +430,7 @@ func (w *Webhooks) publish(ctx context.Context, t schemas.DeliveryTask) (deliver
 // produceTask puts t on the deliveries topic; when it cannot, undo runs
 // and the answer is 503.
 func (w *Webhooks) produceTask(ctx context.Context, t schemas.DeliveryTask, undo func(context.Context)) error {
-	kr, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, t)
+	kr, err := delivery.TaskRecord(w.Naming.Topic(schemas.TopicWebhookDeliveries), t)
 	if err != nil {
 		return err
 	}

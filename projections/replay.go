@@ -15,8 +15,8 @@ import (
 	"github.com/printpod/pod/schemas"
 )
 
-// Projection names a read model: its consumer, the topic it reads and the
-// tables it owns.
+// Projection names a read model: its consumer, the (logical) topic it
+// reads and the tables it owns.
 type Projection struct {
 	Consumer string
 	Topic    string
@@ -67,10 +67,10 @@ func Reset(ctx context.Context, pool *pgxpool.Pool, name string) error {
 
 // Applied is how many records of the projection's topic it has applied
 // (the sum of its stored next offsets).
-func Applied(ctx context.Context, pool *pgxpool.Pool, name string) (int64, error) {
+func Applied(ctx context.Context, pool *pgxpool.Pool, n schemas.Naming, name string) (int64, error) {
 	p := All[name]
-	var n int64
+	var applied int64
 	err := pool.QueryRow(ctx, `SELECT COALESCE(sum(next_offset), 0) FROM consumer_offsets WHERE consumer = $1 AND topic = $2`,
-		p.Consumer, p.Topic).Scan(&n)
-	return n, err
+		p.Consumer, n.Topic(p.Topic)).Scan(&applied)
+	return applied, err
 }

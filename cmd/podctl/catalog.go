@@ -62,7 +62,7 @@ func catalogCmd() *cobra.Command {
 				}
 				_ = bar.Set(done)
 			}
-			res, err := catalog.Import(cmd.Context(), e.pool, cl, id, f, false, progress)
+			res, err := catalog.Import(cmd.Context(), e.pool, cl, e.cfg.Naming(), id, f, false, progress)
 			if bar != nil {
 				_ = bar.Finish()
 				fmt.Fprintln(cmd.ErrOrStderr())
@@ -76,7 +76,7 @@ func catalogCmd() *cobra.Command {
 				}
 				ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 				defer cancel()
-				if err := catalogrm.WaitProjected(ctx, e.pool, res.Offsets); err != nil {
+				if err := catalogrm.WaitProjected(ctx, e.pool, e.cfg.Naming(), res.Offsets); err != nil {
 					return fmt.Errorf("published %d events, but %w (is podsvc with the projector role running?)", res.Events, err)
 				}
 			}

@@ -89,10 +89,13 @@ func dlqCmd() *cobra.Command {
 }
 
 // ReplayGroup is the consumer group whose committed offset is the replay
-// position of consumer's dead-letter topic.
-func ReplayGroup(consumer string) string { return "podctl.dlq-replay." + consumer }
+// position of consumer's dead-letter topic (with the group prefix of n).
+func ReplayGroup(n schemas.Naming, consumer string) string {
+	return n.Group("podctl.dlq-replay." + consumer)
+}
 
 type dlqEnv struct {
+	naming  schemas.Naming
 	brokers []string
 	prod    *kgo.Client
 	adm     *kadm.Client
@@ -109,7 +112,7 @@ func openDLQ(ctx context.Context) (*dlqEnv, error) {
 		e.kafka.Close()
 		return nil, err
 	}
-	return &dlqEnv{brokers: brokers, prod: e.kafka, adm: kadm.NewClient(e.kafka)}, nil
+	return &dlqEnv{naming: e.cfg.Naming(), brokers: brokers, prod: e.kafka, adm: kadm.NewClient(e.kafka)}, nil
 }
 
 func (d *dlqEnv) close() { d.prod.Close() }
@@ -136,7 +139,7 @@ func (d *dlqEnv) list(ctx context.Context, consumer string, w io.Writer) error {
 		}
 		consumers = nil
 		for _, t := range topics.Names() {
-			if c, ok := strings.CutPrefix(t, schemas.DeadLetterPrefix); ok {
+			if c, ok := d.naming.DeadLetterConsumer(t); ok {
 				consumers = append(consumers, c)
 			}
 		}
@@ -193,8 +196,8 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 		fmt.Fprintf(errw, "nothing to replay for %s (replayed up to offset %d)\n", consumer, pos)
 		return nil
 	}
-	group := ReplayGroup(consumer)
-	dlq := schemas.DeadLetterTopic(consumer)
+	group := ReplayGroup(d.naming, consumer)
+	dlq := d.naming.DeadLetterTopic(consumer)
 	enc := json.NewEncoder(w)
 	n := 0
 	err = d.read(ctx, consumer, pos, end, func(r *kgo.Record) error {
@@ -227,14 +230,14 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 
 // position is the replay position: the first dead letter not replayed yet.
 func (d *dlqEnv) position(ctx context.Context, consumer string) (int64, error) {
-	resp, err := d.adm.FetchOffsets(ctx, ReplayGroup(consumer))
+	resp, err := d.adm.FetchOffsets(ctx, ReplayGroup(d.naming, consumer))
 	if err != nil {
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			return 0, nil
 		}
 		return 0, fmt.Errorf("replay position of %s: %w", consumer, err)
 	}
-	o, ok := resp.Lookup(schemas.DeadLetterTopic(consumer), 0)
+	o, ok := resp.Lookup(d.naming.DeadLetterTopic(consumer), 0)
 	if !ok || o.Err != nil || o.At < 0 {
 		return 0, nil
 	}
@@ -244,7 +247,7 @@ func (d *dlqEnv) position(ctx context.Context, consumer string) (int64, error) {
 // end is the end offset of consumer's dead-letter topic, whose one
 // partition (schemas.DeadLetterPartitions) is partition 0.
 func (d *dlqEnv) end(ctx context.Context, consumer string) (int64, error) {
-	topic := schemas.DeadLetterTopic(consumer)
+	topic := d.naming.DeadLetterTopic(consumer)
 	ends, err := d.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("end offsets of %s: %w", topic, err)
@@ -267,7 +270,7 @@ func (d *dlqEnv) read(ctx context.Context, consumer string, from, to int64, f fu
 	if from >= to {
 		return nil
 	}
-	topic := schemas.DeadLetterTopic(consumer)
+	topic := d.naming.DeadLetterTopic(consumer)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.ClientID("podctl"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
 		kgo.FetchMaxWait(500*time.Millisecond))

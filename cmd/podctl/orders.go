@@ -51,7 +51,7 @@ func fulfillmentCmd() *cobra.Command {
 			}
 			defer e.close()
 			cl := e.kafka
-			if err := order.PublishFulfillment(cmd.Context(), cl, u); err != nil {
+			if err := order.PublishFulfillment(cmd.Context(), cl, e.cfg.Naming(), u); err != nil {
 				return fmt.Errorf("publish: %w", err)
 			}
 			return printJSON(cmd.OutOrStdout(), u)
@@ -91,7 +91,7 @@ func replayCmd() *cobra.Command {
 			}
 			defer e.close()
 			cl := e.kafka
-			ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.Topic)
+			ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, e.cfg.Naming().Topic(p.Topic))
 			if err != nil {
 				return fmt.Errorf("read the log end of %s: %w", p.Topic, err)
 			}
@@ -118,7 +118,7 @@ func replayCmd() *cobra.Command {
 			wctx, cancel := context.WithTimeout(ctx, wait)
 			defer cancel()
 			done := make(chan error, 1)
-			go func() { done <- stream.WaitApplied(wctx, e.pool, p.Consumer, p.Topic, last) }()
+			go func() { done <- stream.WaitApplied(wctx, e.pool, p.Consumer, e.cfg.Naming().Topic(p.Topic), last) }()
 			tick := time.NewTicker(200 * time.Millisecond)
 			defer tick.Stop()
 			for {
@@ -135,7 +135,7 @@ func replayCmd() *cobra.Command {
 					return printJSON(cmd.OutOrStdout(), map[string]any{"projection": name, "reset": true, "records": total, "rebuilt": true})
 				case <-tick.C:
 					if bar != nil {
-						if n, err := projections.Applied(ctx, e.pool, name); err == nil {
+						if n, err := projections.Applied(ctx, e.pool, e.cfg.Naming(), name); err == nil {
 							_ = bar.Set64(min(n, total))
 						}
 					}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -37,7 +38,7 @@ var ErrForeignItems = errors.New("the catalog file names items that belong elsew
 // item of account (ErrForeignItems): the catalog projection ignores an
 // upsert of another owner's item, so publishing it would report success
 // for nothing.
-func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, account uuid.UUID, f File, once bool, progress Progress) (Result, error) {
+func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.Naming, account uuid.UUID, f File, once bool, progress Progress) (Result, error) {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM accounts WHERE account_id = $1)`, account).Scan(&exists); err != nil {
 		return Result{}, fmt.Errorf("find account: %w", err)
@@ -63,7 +64,7 @@ func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, account uui
 	if err != nil {
 		return Result{}, err
 	}
-	offsets, err := Publish(ctx, cl, events, progress)
+	offsets, err := Publish(ctx, cl, n, events, progress)
 	if err != nil {
 		return Result{}, err
 	}

@@ -18,7 +18,7 @@ type Progress func(done, total int)
 // Publish produces events to the catalog topic and waits until the broker
 // acknowledged all of them. It returns the highest acknowledged offset per
 // partition, so a caller can wait for the projection to pass them.
-func Publish(ctx context.Context, cl *kgo.Client, events []Keyed, progress Progress) (map[int32]int64, error) {
+func Publish(ctx context.Context, cl *kgo.Client, n schemas.Naming, events []Keyed, progress Progress) (map[int32]int64, error) {
 	var (
 		mu       sync.Mutex
 		done     int
@@ -32,7 +32,7 @@ func Publish(ctx context.Context, cl *kgo.Client, events []Keyed, progress Progr
 			return nil, fmt.Errorf("encode event: %w", err)
 		}
 		rec := &kgo.Record{
-			Topic:   schemas.TopicCatalogEvents,
+			Topic:   n.Topic(schemas.TopicCatalogEvents),
 			Key:     []byte(k.Key.String()),
 			Value:   value,
 			Headers: []kgo.RecordHeader{{Key: "type", Value: []byte(k.Event.Type)}},

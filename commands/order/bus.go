@@ -27,11 +27,12 @@ type Bus struct {
 	Producer *kgo.Client
 	Pool     *pgxpool.Pool
 	Notify   *pgnotify.Listener // channel NotifyDecided
+	Naming   schemas.Naming     // topic names on the cluster
 }
 
 // Record is the pod.order.commands record of c, keyed by order id so one
 // decider owns each order.
-func Record(c Command) (*kgo.Record, error) {
+func Record(n schemas.Naming, c Command) (*kgo.Record, error) {
 	value, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -39,14 +40,14 @@ func Record(c Command) (*kgo.Record, error) {
 	if len(value) > MaxCommandBytes {
 		return nil, &TooLargeError{Size: len(value)}
 	}
-	return &kgo.Record{Topic: schemas.TopicOrderCommands, Key: []byte(c.OrderID.String()), Value: value,
+	return &kgo.Record{Topic: n.Topic(schemas.TopicOrderCommands), Key: []byte(c.OrderID.String()), Value: value,
 		Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}}, nil
 }
 
 // Send appends a command to pod.order.commands and returns once the broker
 // acknowledged it.
-func Send(ctx context.Context, producer *kgo.Client, c Command) error {
-	rec, err := Record(c)
+func Send(ctx context.Context, producer *kgo.Client, n schemas.Naming, c Command) error {
+	rec, err := Record(n, c)
 	if err != nil {
 		return err
 	}
@@ -62,14 +63,14 @@ func Send(ctx context.Context, producer *kgo.Client, c Command) error {
 // second time) and waits up to wait for its decision.
 func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
 	return b.undecided(pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.loader(c.ID),
-		func(ctx context.Context) error { return Send(ctx, b.Producer, c) }))
+		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) }))
 }
 
 // DecideNew is Decide for a command with a fresh id (no earlier decision
 // can exist): it sends and waits, loading the decision once.
 func (b *Bus) DecideNew(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
 	return b.undecided(pgnotify.DecideNew(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.loader(c.ID),
-		func(ctx context.Context) error { return Send(ctx, b.Producer, c) }))
+		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) }))
 }
 
 func (b *Bus) loader(commandID uuid.UUID) func(context.Context) (Decision, bool, error) {

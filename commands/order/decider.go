@@ -49,13 +49,14 @@ type Decider struct {
 	Pool     *pgxpool.Pool
 	Producer *kgo.Client
 	Log      *slog.Logger
+	Naming   schemas.Naming // topic names on the cluster
 }
 
 // Consumer is the decider's stream consumer.
 func (d *Decider) Consumer() stream.Consumer {
 	return stream.Consumer{
 		Name:     DeciderName,
-		Topics:   []string{schemas.TopicOrderCommands},
+		Topics:   []string{d.Naming.Topic(schemas.TopicOrderCommands)},
 		Handle:   d.handle,
 		MaxBatch: 500,
 		// Each partition's outbox is published in its own transaction under
@@ -250,7 +251,7 @@ func (d *Decider) flushSome(ctx context.Context, partition int32) (int, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM consumer_offsets WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
-		DeciderName, schemas.TopicOrderCommands, partition); err != nil {
+		DeciderName, d.Naming.Topic(schemas.TopicOrderCommands), partition); err != nil {
 		return 0, fmt.Errorf("lock partition %d: %w", partition, err)
 	}
 	rows, err := tx.Query(ctx, `SELECT seq, order_id, version, type, value FROM order_outbox
@@ -268,7 +269,7 @@ func (d *Decider) flushSome(ctx context.Context, partition int32) (int, error) {
 	if _, err := pgx.ForEachRow(rows, []any{&seq, &oid, &version, &typ, &value}, func() error {
 		seqs = append(seqs, seq)
 		recs = append(recs, &kgo.Record{
-			Topic: schemas.TopicOrderEvents,
+			Topic: d.Naming.Topic(schemas.TopicOrderEvents),
 			Key:   []byte(oid.String()),
 			Value: append([]byte(nil), value...),
 			Headers: []kgo.RecordHeader{

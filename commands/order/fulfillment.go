@@ -20,10 +20,10 @@ const FulfillmentBridgeName = "fulfillment-bridge"
 // FulfillmentBridge forwards pod.fulfillment.updates to the order decider
 // as fulfillment commands (command id derived from the update id, so an
 // update forwarded twice is decided once).
-func FulfillmentBridge(producer *kgo.Client, log *slog.Logger) stream.Consumer {
+func FulfillmentBridge(producer *kgo.Client, n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   FulfillmentBridgeName,
-		Topics: []string{schemas.TopicFulfillmentUpdates},
+		Topics: []string{n.Topic(schemas.TopicFulfillmentUpdates)},
 		Handle: func(ctx context.Context, _ pgx.Tx, recs []*kgo.Record) error {
 			var out []*kgo.Record
 			for _, rec := range recs {
@@ -37,7 +37,7 @@ func FulfillmentBridge(producer *kgo.Client, log *slog.Logger) stream.Consumer {
 				}
 				c := Command{ID: uuid.NewSHA1(u.ID, []byte("fulfillment")), Kind: KindFulfillment, OrderID: u.OrderID,
 					Status: u.Status, Tracking: u.Tracking}
-				rec, err := Record(c)
+				rec, err := Record(n, c)
 				if err != nil {
 					return err
 				}
@@ -55,10 +55,10 @@ func FulfillmentBridge(producer *kgo.Client, log *slog.Logger) stream.Consumer {
 }
 
 // PublishFulfillment writes one update to pod.fulfillment.updates.
-func PublishFulfillment(ctx context.Context, producer *kgo.Client, u schemas.FulfillmentUpdate) error {
+func PublishFulfillment(ctx context.Context, producer *kgo.Client, n schemas.Naming, u schemas.FulfillmentUpdate) error {
 	value, err := json.Marshal(u)
 	if err != nil {
 		return err
 	}
-	return producer.ProduceSync(ctx, &kgo.Record{Topic: schemas.TopicFulfillmentUpdates, Key: []byte(u.OrderID.String()), Value: value}).FirstErr()
+	return producer.ProduceSync(ctx, &kgo.Record{Topic: n.Topic(schemas.TopicFulfillmentUpdates), Key: []byte(u.OrderID.String()), Value: value}).FirstErr()
 }

@@ -50,11 +50,12 @@ type Manager struct {
 	Log         *slog.Logger
 	RetryDelays []time.Duration // waits before the automatic retries
 	Workers     int             // default 4
+	Naming      schemas.Naming  // topic names on the cluster
 }
 
 // Consumer records jobs from pod.order.events.
 func (m *Manager) Consumer() stream.Consumer {
-	return stream.Consumer{Name: ConsumerName, Topics: []string{schemas.TopicOrderEvents}, Handle: m.handle}
+	return stream.Consumer{Name: ConsumerName, Topics: []string{m.Naming.Topic(schemas.TopicOrderEvents)}, Handle: m.handle}
 }
 
 func (m *Manager) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
@@ -246,7 +247,7 @@ func (m *Manager) work(ctx context.Context, j job) error {
 	// decider already decided.
 	cmd.ID = uuid.NewSHA1(j.orderID, fmt.Appendf(nil, "%s/%d", j.kind, j.attempt))
 	cmd.OrderID = j.orderID
-	return order.Send(ctx, m.Producer, cmd)
+	return order.Send(ctx, m.Producer, m.Naming, cmd)
 }
 
 // stillPushing reports whether the decider still has the order in this

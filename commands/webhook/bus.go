@@ -24,17 +24,18 @@ type Bus struct {
 	Producer *kgo.Client
 	Pool     *pgxpool.Pool
 	Notify   *pgnotify.Listener // channel NotifyDecided
+	Naming   schemas.Naming     // topic names on the cluster
 }
 
 // Send appends c to pod.webhook.commands, keyed by client id.
-func Send(ctx context.Context, producer *kgo.Client, c Command) error {
+func Send(ctx context.Context, producer *kgo.Client, n schemas.Naming, c Command) error {
 	value, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rec := &kgo.Record{Topic: schemas.TopicWebhookCommands, Key: []byte(c.AccountID.String()), Value: value,
+	rec := &kgo.Record{Topic: n.Topic(schemas.TopicWebhookCommands), Key: []byte(c.AccountID.String()), Value: value,
 		Headers: []kgo.RecordHeader{{Key: "kind", Value: []byte(c.Kind)}}}
 	if err := producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("%w: %v", ErrCommandLog, err)
@@ -47,7 +48,7 @@ func Send(ctx context.Context, producer *kgo.Client, c Command) error {
 func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
 	dec, err := pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait,
 		func(ctx context.Context) (Decision, bool, error) { return LoadDecision(ctx, b.Pool, c.ID) },
-		func(ctx context.Context) error { return Send(ctx, b.Producer, c) })
+		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) })
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Decision{}, ErrUndecided
 	}

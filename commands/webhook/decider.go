@@ -36,11 +36,12 @@ type Decider struct {
 	Pool     *pgxpool.Pool
 	Producer *kgo.Client
 	Log      *slog.Logger
+	Naming   schemas.Naming // topic names on the cluster
 }
 
 // Consumer is the decider's stream consumer.
 func (d *Decider) Consumer() stream.Consumer {
-	return stream.Consumer{Name: DeciderName, Topics: []string{schemas.TopicWebhookCommands}, Handle: d.handle, MaxBatch: 500}
+	return stream.Consumer{Name: DeciderName, Topics: []string{d.Naming.Topic(schemas.TopicWebhookCommands)}, Handle: d.handle, MaxBatch: 500}
 }
 
 const webhookColumns = `id, account_id, url, description, topics, is_active, disabled_reason, gen, secret,
@@ -165,7 +166,7 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		if err != nil {
 			return err
 		}
-		events = append(events, &kgo.Record{Topic: schemas.TopicWebhookEvents, Key: []byte(c.AccountID.String()), Value: value,
+		events = append(events, &kgo.Record{Topic: d.Naming.Topic(schemas.TopicWebhookEvents), Key: []byte(c.AccountID.String()), Value: value,
 			Headers: []kgo.RecordHeader{{Key: schemas.HeaderEventType, Value: []byte(ch.EventType)}}})
 	}
 	Decisions.QueueNotify(batch, notify)

@@ -43,13 +43,16 @@ import (
 
 // App is a running podsvc.
 type App struct {
-	Config      config.Config
-	Log         *slog.Logger
-	Pool        *pgxpool.Pool // the API's (and operator tasks')
-	Work        *pgxpool.Pool // deciders, projectors, pusher and delivery: never waits behind requests
-	Redis       *redis.Client
-	Producer    *kgo.Client
-	Brokers     []string
+	Config   config.Config
+	Log      *slog.Logger
+	Pool     *pgxpool.Pool // the API's (and operator tasks')
+	Work     *pgxpool.Pool // deciders, projectors, pusher and delivery: never waits behind requests
+	Redis    *redis.Client
+	Producer *kgo.Client
+	Brokers  []string
+	// Naming is how topics and consumer groups are named on the cluster
+	// (POD_KAFKA_TOPIC_PREFIX, POD_KAFKA_GROUP_PREFIX).
+	Naming      schemas.Naming
 	Registry    *prometheus.Registry
 	DemoAccount uuid.UUID
 	// DemoOffsets are the catalog offsets the demo load published at this
@@ -78,7 +81,7 @@ type App struct {
 // Start builds every dependency and starts the configured roles. The
 // returned App runs until Stop.
 func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err error) {
-	a := &App{Config: cfg, Log: log, Registry: prometheus.NewRegistry(), serveErr: make(chan error, 1)}
+	a := &App{Config: cfg, Log: log, Naming: cfg.Naming(), Registry: prometheus.NewRegistry(), serveErr: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			a.closeDeps()
@@ -118,13 +121,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	a.registerProducerBuffer()
 	topicCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err = kafka.EnsureTopics(topicCtx, a.Producer, cfg.KafkaPartitions, schemas.AllTopics()...); err != nil {
-		return nil, err
-	}
-	// Every stage consumer's dead-letter topic, whatever roles this process
-	// runs: podctl dlq reads them all.
-	if err = kafka.EnsureTopics(topicCtx, a.Producer, schemas.DeadLetterPartitions, schemas.DeadLetterTopics(StageConsumers...)...); err != nil {
-		return nil, err
+	for _, ts := range TopicSpecs(cfg) {
+		if err = kafka.EnsureTopics(topicCtx, a.Producer, ts.Spec, ts.Topics...); err != nil {
+			return nil, err
+		}
 	}
 
 	if err = a.startPprof(); err != nil {
@@ -133,27 +133,28 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = runCancel
 	a.startGauges(runCtx)
-	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry), Producer: a.Producer}
+	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry), Producer: a.Producer,
+		Naming: a.Naming}
 
 	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch,
 		webhook.NotifyDecided)
 	a.goRun(func() { a.Notify.Run(runCtx) })
-	a.Bus = &order.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify}
-	a.WebhookBus = &webhook.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify}
+	a.Bus = &order.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify, Naming: a.Naming}
+	a.WebhookBus = &webhook.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify, Naming: a.Naming}
 	a.Streaks = &delivery.Streaks{Redis: a.Redis, Prefix: cfg.RedisPrefix, Log: log}
 
 	if cfg.HasRole(config.RoleProjector) {
-		a.runConsumer(runCtx, runner, catalogrm.Projector(log))
-		a.runConsumer(runCtx, runner, orderrm.Projector(log))
-		a.runConsumer(runCtx, runner, deliveryrm.Projector(log))
+		a.runConsumer(runCtx, runner, catalogrm.Projector(a.Naming, log))
+		a.runConsumer(runCtx, runner, orderrm.Projector(a.Naming, log))
+		a.runConsumer(runCtx, runner, deliveryrm.Projector(a.Naming, log))
 		a.goRun(func() { deliveryrm.Sweeper(runCtx, a.Work, cfg.DeliveryRetention, time.Hour, log) })
 	}
 	if cfg.HasRole(config.RoleDecider) {
-		decider := &order.Decider{Pool: a.Work, Producer: a.Producer, Log: log}
+		decider := &order.Decider{Pool: a.Work, Producer: a.Producer, Log: log, Naming: a.Naming}
 		a.runConsumer(runCtx, runner, decider.Consumer())
 		a.goRun(func() { decider.Relay(runCtx, time.Second) })
-		a.runConsumer(runCtx, runner, order.FulfillmentBridge(a.Producer, log))
-		a.runConsumer(runCtx, runner, (&webhook.Decider{Pool: a.Work, Producer: a.Producer, Log: log}).Consumer())
+		a.runConsumer(runCtx, runner, order.FulfillmentBridge(a.Producer, a.Naming, log))
+		a.runConsumer(runCtx, runner, (&webhook.Decider{Pool: a.Work, Producer: a.Producer, Log: log, Naming: a.Naming}).Consumer())
 		a.goRun(func() { pruneWebhookDecisions(runCtx, a.Work, log) })
 	}
 	if cfg.HasRole(config.RoleDelivery) {
@@ -181,16 +182,56 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	return a, nil
 }
 
+// TopicSet is topics created alike.
+type TopicSet struct {
+	Spec   kafka.TopicSpec
+	Topics []string // cluster names
+}
+
+// TopicSpecs are every topic podsvc creates on start (those missing), with
+// how: POD_KAFKA_PARTITIONS partitions (dead-letter topics one), replication
+// POD_KAFKA_REPLICATION (0: min(3, brokers)), and on real Kafka a retention
+// of POD_KAFKA_RETENTION for commands and events, Config.RetryTierRetention
+// for the delivery retry tiers and POD_KAFKA_DLQ_RETENTION for dead letters.
+// The embedded broker gets no retention: it keeps everything, as it always
+// has. docs/kafka.md lists them.
+func TopicSpecs(cfg config.Config) []TopicSet {
+	n := cfg.Naming()
+	retention := func(d time.Duration) time.Duration {
+		if cfg.Embedded() {
+			return 0
+		}
+		return d
+	}
+	spec := func(partitions int, d time.Duration) kafka.TopicSpec {
+		return kafka.TopicSpec{Partitions: partitions, Replication: cfg.KafkaReplication, Retention: retention(d)}
+	}
+	var main []string
+	for _, t := range schemas.LogicalTopics() {
+		if t != schemas.TopicWebhookDLQ && !slices.Contains(schemas.WebhookRetryTiers, t) {
+			main = append(main, n.Topic(t))
+		}
+	}
+	return []TopicSet{
+		{Spec: spec(cfg.KafkaPartitions, cfg.KafkaRetention), Topics: main},
+		{Spec: spec(cfg.KafkaPartitions, cfg.RetryTierRetention()), Topics: n.RetryTiers()},
+		{Spec: spec(cfg.KafkaPartitions, cfg.KafkaDLQRetention), Topics: []string{n.Topic(schemas.TopicWebhookDLQ)}},
+		// Every stage consumer's dead-letter topic, whatever roles this
+		// process runs: podctl dlq reads them all.
+		{Spec: spec(schemas.DeadLetterPartitions, cfg.KafkaDLQRetention), Topics: n.DeadLetterTopics(StageConsumers...)},
+	}
+}
+
 // StageConsumers names every consumer run by the stream runner; each has a
-// dead-letter topic (schemas.DeadLetterTopic), created on start.
+// dead-letter topic (schemas.Naming.DeadLetterTopic), created on start.
 var StageConsumers = []string{
 	order.DeciderName, order.FulfillmentBridgeName, webhook.DeciderName, push.ConsumerName,
 	catalogrm.ConsumerName, orderrm.ConsumerName, deliveryrm.ConsumerName,
 	delivery.FanoutName,
 }
 
-// ConsumerGroups names every consumer group the service runs; their lag is
-// on /metrics.
+// ConsumerGroups names every consumer the service runs (their group ids
+// are these with POD_KAFKA_GROUP_PREFIX); their lag is on /metrics.
 var ConsumerGroups = append(slices.Clone(StageConsumers), delivery.SenderGroup)
 
 // startGauges starts the background readers behind the gauges that need a
@@ -198,8 +239,13 @@ var ConsumerGroups = append(slices.Clone(StageConsumers), delivery.SenderGroup)
 // (processes with the projector role).
 func (a *App) startGauges(ctx context.Context) {
 	every := a.Config.MetricsRefresh
-	topics := append(schemas.AllTopics(), schemas.DeadLetterTopics(StageConsumers...)...)
-	lag := kafka.NewLag(a.Registry, kadm.NewClient(a.Producer), ConsumerGroups, topics, a.Log)
+	topics := append(a.Naming.AllTopics(), a.Naming.DeadLetterTopics(StageConsumers...)...)
+	groups := make([]string, len(ConsumerGroups))
+	for i, g := range ConsumerGroups {
+		groups[i] = a.Naming.Group(g)
+	}
+	lag := kafka.NewLag(a.Registry, kadm.NewClient(a.Producer), groups, topics, a.Log)
+	lag.Naming = a.Naming // labels keep the logical names
 	var counts *orderrm.StatusCounts
 	if a.Config.HasRole(config.RoleProjector) {
 		counts = orderrm.NewStatusCounts(a.Registry, a.Work, a.Log)
@@ -262,7 +308,7 @@ func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
 		a.Log.Info("store platform simulator started", "addr", ln.Addr().String())
 	}
 	a.Pusher = &push.Manager{Pool: a.Work, Producer: a.Producer, Platform: &push.Client{BaseURL: base},
-		Notify: a.Notify, Log: a.Log, RetryDelays: a.Config.PushRetryDelays}
+		Notify: a.Notify, Log: a.Log, RetryDelays: a.Config.PushRetryDelays, Naming: a.Naming}
 	a.runConsumer(ctx, runner, a.Pusher.Consumer())
 	a.goRun(func() { a.Pusher.Run(ctx) })
 	return nil
@@ -272,7 +318,7 @@ func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
 // the sender working them.
 func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 	cfg := a.Config
-	a.runConsumer(ctx, runner, (&delivery.Fanout{Pool: a.Work, Producer: a.Producer, Log: a.Log}).Consumer())
+	a.runConsumer(ctx, runner, (&delivery.Fanout{Pool: a.Work, Producer: a.Producer, Log: a.Log, Naming: a.Naming}).Consumer())
 	a.Sender = &delivery.Sender{
 		Hooks:    &delivery.Hooks{Pool: a.Work, Box: a.Box},
 		Producer: a.Producer,
@@ -281,7 +327,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 		Streaks:  a.Streaks,
 		Marks:    &delivery.DoneMarks{Redis: a.Redis, Prefix: cfg.RedisPrefix},
 		Disable: func(ctx context.Context, id, account uuid.UUID, gen int) error {
-			return webhook.Send(ctx, a.Producer, webhook.Command{ID: uuid.NewSHA1(id, fmt.Appendf(nil, "auto-disable/%d", gen)),
+			return webhook.Send(ctx, a.Producer, a.Naming, webhook.Command{ID: uuid.NewSHA1(id, fmt.Appendf(nil, "auto-disable/%d", gen)),
 				Kind: webhook.KindDisable, AccountID: account, WebhookID: id, Gen: gen, Reason: webhook.ReasonTooManyFailures})
 		},
 		Delays:      cfg.WebhookRetryDelays,
@@ -291,6 +337,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 		Concurrency: cfg.WebhookConcurrency,
 		PerEndpoint: cfg.WebhookPerEndpoint,
 		ClientOpts:  func() []kgo.Opt { return a.kafkaMetrics(delivery.SenderGroup) },
+		Naming:      a.Naming,
 	}
 	a.goRun(func() { a.Sender.Run(ctx) })
 }
@@ -355,7 +402,7 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
 	server.Orders = orders
 	server.Batches = &podhttp.Batches{Pool: a.Pool}
 	server.Webhooks = &podhttp.Webhooks{Pool: a.Pool, Bus: a.WebhookBus, Box: a.Box, Guard: a.Guard, Streaks: a.Streaks,
-		Deliveries: deliveryrm.Queries{Pool: a.Pool}, Producer: a.Producer, Log: a.Log}
+		Deliveries: deliveryrm.Queries{Pool: a.Pool}, Producer: a.Producer, Log: a.Log, Naming: a.Naming}
 	return server.App()
 }
 

@@ -248,11 +248,11 @@ func importAndWait(t *testing.T, d demoEnv, account uuid.UUID, f catalog.File) {
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := catalog.Import(ctx, d.app.Pool, d.app.Producer, account, f, false, nil)
+	res, err := catalog.Import(ctx, d.app.Pool, d.app.Producer, d.app.Naming, account, f, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := catalogrm.WaitProjected(ctx, d.app.Pool, res.Offsets); err != nil {
+	if err := catalogrm.WaitProjected(ctx, d.app.Pool, d.app.Naming, res.Offsets); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -333,11 +333,11 @@ func TestProjectorDeadLettersEventsPostgresRefuses(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	offsets, err := catalog.Publish(ctx, d.app.Producer, []catalog.Keyed{{Key: active.StoreID, Event: bad}, {Key: active.StoreID, Event: good}}, nil)
+	offsets, err := catalog.Publish(ctx, d.app.Producer, d.app.Naming, []catalog.Keyed{{Key: active.StoreID, Event: bad}, {Key: active.StoreID, Event: good}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := catalogrm.WaitProjected(ctx, d.app.Pool, offsets); err != nil {
+	if err := catalogrm.WaitProjected(ctx, d.app.Pool, d.app.Naming, offsets); err != nil {
 		t.Fatal(err)
 	}
 	got := titles(d.products(t, active.StoreID, q("q", "e")).Data)

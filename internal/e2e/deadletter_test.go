@@ -55,7 +55,7 @@ func createCommand(t *testing.T, d demoEnv, topic string) map[string]any {
 func deadLetters(t *testing.T, d demoEnv, consumer string, want int) []*kgo.Record {
 	t.Helper()
 	var out []*kgo.Record
-	err := scanTopic(t, d.app.Brokers, schemas.DeadLetterTopic(consumer), 60*time.Second, func(r *kgo.Record) bool {
+	err := scanTopic(t, d.app.Brokers, d.app.Naming.DeadLetterTopic(consumer), 60*time.Second, func(r *kgo.Record) bool {
 		out = append(out, r)
 		return len(out) >= want
 	})

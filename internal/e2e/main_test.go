@@ -138,7 +138,7 @@ func waitDemoCatalog(t testing.TB, d *demoEnv) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := catalogrm.WaitProjected(ctx, d.app.Pool, d.app.DemoOffsets); err != nil {
+	if err := catalogrm.WaitProjected(ctx, d.app.Pool, d.app.Naming, d.app.DemoOffsets); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {

@@ -154,7 +154,7 @@ func TestMetricsCoverEveryStage(t *testing.T) {
 		}
 	}
 	ends := series(mfs, "pod_topic_end_offset")
-	for _, topic := range schemas.AllTopics() {
+	for _, topic := range d.app.Naming.AllTopics() {
 		if !hasLabel(ends, "topic="+topic) {
 			t.Errorf("no pod_topic_end_offset for %s", topic)
 		}

@@ -581,7 +581,7 @@ func TestOpenAPIContract(t *testing.T) {
 	c.do(t, 200, "GET", orderPath+"/queue", nil)
 	pub := func(status string, tr *schemas.Tracking) {
 		t.Helper()
-		if err := order.PublishFulfillment(ctx, d.app.Producer, schemas.FulfillmentUpdate{ID: uuid.New(), OrderID: created.OrderID,
+		if err := order.PublishFulfillment(ctx, d.app.Producer, d.app.Naming, schemas.FulfillmentUpdate{ID: uuid.New(), OrderID: created.OrderID,
 			Status: status, Tracking: tr, SentAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}

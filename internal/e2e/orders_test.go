@@ -89,7 +89,7 @@ func TestOrderLifecycleSuccess(t *testing.T) {
 	ctx := context.Background()
 	pub := func(status string, tr *schemas.Tracking) {
 		t.Helper()
-		if err := order.PublishFulfillment(ctx, d.app.Producer, schemas.FulfillmentUpdate{ID: uuid.New(), OrderID: o.OrderID,
+		if err := order.PublishFulfillment(ctx, d.app.Producer, d.app.Naming, schemas.FulfillmentUpdate{ID: uuid.New(), OrderID: o.OrderID,
 			Status: status, Tracking: tr, SentAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}

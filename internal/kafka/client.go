@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,8 +38,8 @@ func ResolveBrokers(brokers []string, addrFile string) ([]string, error) {
 	return []string{addr}, nil
 }
 
-// NewProducer returns a client for producing with idempotent, fully
-// acknowledged writes. Records are not lingered: callers that wait on the
+// NewProducer returns a client for producing with idempotent (franz-go's
+// default, never disabled here), fully acknowledged (acks=all) writes. Records are not lingered: callers that wait on the
 // produce result (HTTP handlers) must not pay a linger delay.
 func NewProducer(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	base := []kgo.Opt{
@@ -53,11 +55,48 @@ func NewProducer(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// EnsureTopics creates every topic that does not exist yet with the given
-// partition count. Existing topics are left as they are.
-func EnsureTopics(ctx context.Context, cl *kgo.Client, partitions int, topics ...string) error {
+// TopicSpec is how EnsureTopics creates topics.
+type TopicSpec struct {
+	Partitions int
+	// Replication is the replica count; 0 means min(3, the cluster's broker
+	// count). min.insync.replicas is set to one less (at least 1), so with
+	// acks=all a write survives the loss of any one replica and the topic
+	// stays writable with one replica down.
+	Replication int
+	// Retention is retention.ms; 0 leaves the broker's default (the
+	// embedded broker then keeps everything).
+	Retention time.Duration
+}
+
+// Replication resolves want (0 = min(3, brokers)) against the cluster.
+func Replication(ctx context.Context, adm *kadm.Client, want int) (int, error) {
+	if want > 0 {
+		return want, nil
+	}
+	meta, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count brokers: %w", err)
+	}
+	return max(1, min(3, len(meta.Brokers))), nil
+}
+
+// MinInsyncReplicas is the min.insync.replicas of a topic with replication
+// replicas: one less, at least 1.
+func MinInsyncReplicas(replication int) int { return max(1, replication-1) }
+
+// EnsureTopics creates every topic that does not exist yet as spec says.
+// Existing topics are left as they are.
+func EnsureTopics(ctx context.Context, cl *kgo.Client, spec TopicSpec, topics ...string) error {
 	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopics(ctx, int32(partitions), -1, nil, topics...)
+	rf, err := Replication(ctx, adm, spec.Replication)
+	if err != nil {
+		return err
+	}
+	configs := map[string]*string{"min.insync.replicas": kadm.StringPtr(strconv.Itoa(MinInsyncReplicas(rf)))}
+	if spec.Retention > 0 {
+		configs["retention.ms"] = kadm.StringPtr(strconv.FormatInt(spec.Retention.Milliseconds(), 10))
+	}
+	resp, err := adm.CreateTopics(ctx, int32(spec.Partitions), int16(rf), configs, topics...)
 	if err != nil {
 		return fmt.Errorf("create topics: %w", err)
 	}

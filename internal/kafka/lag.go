@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/printpod/pod/internal/periodic"
+	"github.com/printpod/pod/schemas"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,6 +33,10 @@ type Lag struct {
 	Groups []string // consumer groups to report
 	Topics []string // topics whose end offsets to report
 	Log    *slog.Logger
+	// Naming, when set, turns the cluster's group and topic names back into
+	// logical ones for the labels, so dashboards and alerts read the same
+	// in every environment sharing a cluster.
+	Naming schemas.Naming
 
 	lagDesc, endDesc *prometheus.Desc
 	errors           prometheus.Counter
@@ -91,12 +96,12 @@ func (l *Lag) Collect(ch chan<- prometheus.Metric) {
 	for group, points := range l.lags {
 		for _, p := range points {
 			ch <- prometheus.MustNewConstMetric(l.lagDesc, prometheus.GaugeValue, float64(p.lag),
-				group, p.topic, strconv.Itoa(int(p.partition)))
+				l.Naming.LogicalGroup(group), l.Naming.LogicalTopic(p.topic), strconv.Itoa(int(p.partition)))
 		}
 	}
 	for _, e := range l.ends {
 		ch <- prometheus.MustNewConstMetric(l.endDesc, prometheus.GaugeValue, float64(e.offset),
-			e.topic, strconv.Itoa(int(e.partition)))
+			l.Naming.LogicalTopic(e.topic), strconv.Itoa(int(e.partition)))
 	}
 }
 

@@ -23,11 +23,12 @@ type Handler func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error
 // AfterCommit runs after a batch committed, with the records it applied.
 type AfterCommit func(ctx context.Context, recs []*kgo.Record)
 
-// Consumer describes one consumer: its name is both the Kafka group and the
-// key of its stored offsets, so it is chosen once.
+// Consumer describes one consumer: its name is the key of its stored
+// offsets and, with the Runner's group prefix (Naming.Group), its Kafka
+// group, so it is chosen once.
 type Consumer struct {
 	Name        string
-	Topics      []string
+	Topics      []string // cluster names (schemas.Naming.Topic)
 	Handle      Handler
 	AfterCommit AfterCommit // optional
 	MaxBatch    int         // records per batch; default 1000
@@ -47,7 +48,10 @@ type Runner struct {
 	Brokers []string
 	Log     *slog.Logger
 	Metrics *Metrics // optional
-	// Producer writes dead letters (schemas.DeadLetterTopic of the
+	// Naming prefixes the consumers' group ids and names their dead-letter
+	// topics.
+	Naming schemas.Naming
+	// Producer writes dead letters (Naming.DeadLetterTopic of the
 	// consumer); it must wait for all in-sync replicas (acks=all, as
 	// kafka.NewProducer does). Without it a poison record is retried
 	// forever, as every other failure is.
@@ -106,7 +110,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.Brokers...),
-		kgo.ConsumerGroup(c.Name),
+		kgo.ConsumerGroup(r.Naming.Group(c.Name)),
 		kgo.ConsumeTopics(c.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(250 * time.Millisecond),
@@ -281,7 +285,7 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 		if done {
 			r.Metrics.observeDeadLetter(c.Name)
 			log.Error("record dead-lettered: it cannot be applied", "topic", rec.Topic, "partition", rec.Partition,
-				"offset", rec.Offset, "dlq", schemas.DeadLetterTopic(c.Name), "err", cause)
+				"offset", rec.Offset, "dlq", r.Naming.DeadLetterTopic(c.Name), "err", cause)
 		}
 		return nil
 	})

@@ -55,7 +55,7 @@ func setup(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(prod.Close)
-	if err := kafka.EnsureTopics(ctx, prod, 3, topic); err != nil {
+	if err := kafka.EnsureTopics(ctx, prod, kafka.TopicSpec{Partitions: 3}, topic); err != nil {
 		t.Fatal(err)
 	}
 	return fixture{pool: pool, brokers: brokers, prod: prod}

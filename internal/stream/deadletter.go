@@ -115,7 +115,7 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, ca
 	case stored < rec.Offset:
 		return false, errRejoin // rewound under us: re-read
 	}
-	dl := DeadLetterRecord(c.Name, rec, cause, time.Now())
+	dl := DeadLetterRecord(r.Naming, c.Name, rec, cause, time.Now())
 	if err := r.Producer.ProduceSync(ctx, dl).FirstErr(); err != nil {
 		return false, fmt.Errorf("produce dead letter to %s: %w", dl.Topic, err)
 	}
@@ -130,9 +130,10 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, ca
 	return true, nil
 }
 
-// DeadLetterRecord is the dead letter of rec for consumer: the same key,
-// value and headers, plus the pod-dlq-* headers naming the cause and origin.
-func DeadLetterRecord(consumer string, rec *kgo.Record, cause error, at time.Time) *kgo.Record {
+// DeadLetterRecord is the dead letter of rec for consumer, on its
+// dead-letter topic as n names it: the same key, value and headers, plus the
+// pod-dlq-* headers naming the cause and origin.
+func DeadLetterRecord(n schemas.Naming, consumer string, rec *kgo.Record, cause error, at time.Time) *kgo.Record {
 	msg := cause.Error()
 	if len(msg) > 4000 {
 		msg = msg[:4000] + "…"
@@ -147,5 +148,5 @@ func DeadLetterRecord(consumer string, rec *kgo.Record, cause error, at time.Tim
 		kgo.RecordHeader{Key: HeaderDLQConsumer, Value: []byte(consumer)},
 		kgo.RecordHeader{Key: HeaderDLQTime, Value: []byte(at.UTC().Format(time.RFC3339Nano))},
 	)
-	return &kgo.Record{Topic: schemas.DeadLetterTopic(consumer), Key: rec.Key, Value: rec.Value, Headers: headers}
+	return &kgo.Record{Topic: n.DeadLetterTopic(consumer), Key: rec.Key, Value: rec.Value, Headers: headers}
 }

@@ -55,7 +55,7 @@ func TestIsPermanent(t *testing.T) {
 // topic is created first.
 func (f fixture) startDL(t *testing.T, c Consumer, m *Metrics) running {
 	t.Helper()
-	if err := kafka.EnsureTopics(context.Background(), f.prod, schemas.DeadLetterPartitions, schemas.DeadLetterTopic(c.Name)); err != nil {
+	if err := kafka.EnsureTopics(context.Background(), f.prod, kafka.TopicSpec{Partitions: schemas.DeadLetterPartitions}, schemas.Naming{}.DeadLetterTopic(c.Name)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,13 +81,13 @@ func (f fixture) produceValues(t *testing.T, values ...string) {
 // deadLetters reads the whole dead-letter topic of consumer.
 func (f fixture) deadLetters(t *testing.T, consumer string) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics(schemas.DeadLetterTopic(consumer)),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics(schemas.Naming{}.DeadLetterTopic(consumer)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ends, err := f.endOffset(schemas.DeadLetterTopic(consumer))
+	ends, err := f.endOffset(schemas.Naming{}.DeadLetterTopic(consumer))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@
 //     so good records still apply exactly once), down to single records. A
 //     record that on its own fails permanently PoisonAttempts times is
 //     produced to the consumer's dead-letter topic
-//     (schemas.DeadLetterTopic: pod.dlq.<consumer>) with its key, value and
+//     (schemas.Naming.DeadLetterTopic: pod.dlq.<consumer>) with its key, value and
 //     headers plus pod-dlq-* headers naming the error, the original topic,
 //     partition and offset, the consumer and the time; then one transaction
 //     stores its offset as consumed, and the loop goes on. The produce comes

@@ -22,10 +22,10 @@ var Tables = []string{"variants", "products", "stores"}
 var errBadPayload = errors.New("bad payload")
 
 // Projector returns the consumer that builds the catalog read model.
-func Projector(_ *slog.Logger) stream.Consumer {
+func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
-		Topics: []string{schemas.TopicCatalogEvents},
+		Topics: []string{n.Topic(schemas.TopicCatalogEvents)},
 		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			for _, rec := range recs {
 				// A record that cannot be decoded, or that Postgres refuses for

@@ -247,6 +247,6 @@ func likePattern(q string) string {
 
 // WaitProjected waits until the catalog projector applied every offset in
 // last (highest acknowledged offset per partition of the catalog topic).
-func WaitProjected(ctx context.Context, pool *pgxpool.Pool, last map[int32]int64) error {
-	return stream.WaitApplied(ctx, pool, ConsumerName, schemas.TopicCatalogEvents, last)
+func WaitProjected(ctx context.Context, pool *pgxpool.Pool, n schemas.Naming, last map[int32]int64) error {
+	return stream.WaitApplied(ctx, pool, ConsumerName, n.Topic(schemas.TopicCatalogEvents), last)
 }

@@ -25,14 +25,14 @@ const ConsumerName = "projections.deliveries"
 // Projector builds webhook_deliveries. Every write is conditional, so a
 // record applied twice, or records of the three topics met in any order,
 // give the same row.
-func Projector(log *slog.Logger) stream.Consumer {
+func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
-		Topics: []string{schemas.TopicWebhookDeliveries, schemas.TopicWebhookAttempts, schemas.TopicWebhookEvents},
+		Topics: n.Topics(schemas.TopicWebhookDeliveries, schemas.TopicWebhookAttempts, schemas.TopicWebhookEvents),
 		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			batch := &pgx.Batch{}
 			for _, r := range recs {
-				if err := queue(batch, r); err != nil {
+				if err := queue(batch, n.LogicalTopic(r.Topic), r); err != nil {
 					// The runner dead-letters it; the rest go on.
 					return stream.Poison(fmt.Errorf("delivery log record %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err))
 				}
@@ -48,8 +48,9 @@ func Projector(log *slog.Logger) stream.Consumer {
 	}
 }
 
-func queue(b *pgx.Batch, r *kgo.Record) error {
-	switch r.Topic {
+// queue adds the writes of r, read from the logical topic, to b.
+func queue(b *pgx.Batch, topic string, r *kgo.Record) error {
+	switch topic {
 	case schemas.TopicWebhookDeliveries:
 		var t schemas.DeliveryTask
 		if err := json.Unmarshal(r.Value, &t); err != nil {

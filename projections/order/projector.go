@@ -32,10 +32,10 @@ var Tables = []string{"order_push_attempts", "orders", "store_queues"}
 // Projector returns the consumer that builds the order read model. Every
 // write is conditional on the order's version (record header), so an event
 // published twice is applied once.
-func Projector(log *slog.Logger) stream.Consumer {
+func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
-		Topics: []string{schemas.TopicOrderEvents},
+		Topics: []string{n.Topic(schemas.TopicOrderEvents)},
 		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			batch := &pgx.Batch{}
 			// The stores whose queue counts this batch may move are locked
