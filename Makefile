@@ -3,7 +3,7 @@ STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_FLAGS    ?= -race -count=1 -timeout 15m
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: run test lint bench services build fmt fuzz-short docs
+.PHONY: run test lint bench services build fmt fuzz-short docs test-realkafka
 
 ## run: start Postgres/Redis if needed, then podsvc with every role, embedded Kafka and demo data
 run: services docs
@@ -14,6 +14,19 @@ test: services docs
 	@bash deploy/local/chromium.sh
 	$(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-short
+
+## test-realkafka: the tests on a real 3-node Kafka (build tag realkafka: podsvc with its own
+## topic and group prefix, replication 3, min.insync.replicas 2); starts the local cluster
+## (deploy/local/kafka.sh; the first start fetches Kafka with Maven), passes its brokers in
+## POD_TEST_KAFKA_BROKERS, and stops the cluster afterwards whatever the result
+REALKAFKA_TEST_FLAGS ?= -count=1 -timeout 10m
+test-realkafka: services docs
+	@out=$$(bash deploy/local/kafka.sh start) || { bash deploy/local/kafka.sh stop; exit 1; }; \
+	brokers=$$(printf '%s\n' "$$out" | sed -n 's/^KAFKA_BROKERS=//p'); \
+	if [ -z "$$brokers" ]; then echo "deploy/local/kafka.sh start printed no KAFKA_BROKERS line"; bash deploy/local/kafka.sh stop; exit 1; fi; \
+	echo "POD_TEST_KAFKA_BROKERS=$$brokers"; rc=0; \
+	POD_TEST_KAFKA_BROKERS=$$brokers $(GO) test -tags realkafka $(REALKAFKA_TEST_FLAGS) ./internal/e2e/ -run RealKafka || rc=$$?; \
+	bash deploy/local/kafka.sh stop; exit $$rc
 
 ## fuzz-short: a short fuzz run of each fuzz target (count-based: time-based runs can end
 ## with a spurious "context deadline exceeded" in Go's fuzz runner)
