@@ -316,18 +316,16 @@ func (c caller) exchange(t testing.TB, method, path string, body any, header ...
 // until repeats a request (validating every answer) until it answers want.
 func (c caller) until(t testing.TB, want int, timeout time.Duration, method, path string, body any, header ...string) testenv.Response {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		r := c.send(t, method, path, body, header...)
-		if r.Status == want {
-			return r
+	var r testenv.Response
+	if testenv.Poll(timeout, func() error {
+		if r = c.send(t, method, path, body, header...); r.Status != want {
+			return fmt.Errorf("answered %d", r.Status)
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s %s never answered %d; last %d %s", method, path, want, r.Status, clip(r.Body))
-			return r
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}) != nil {
+		t.Errorf("%s %s never answered %d; last %d %s", method, path, want, r.Status, clip(r.Body))
 	}
+	return r
 }
 
 // withFields is a shallow copy of m with the key/value pairs set.

@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/commands/push"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -186,4 +189,89 @@ func postWithKey(t testing.TB, c *testenv.Client, path, key string, body []byte)
 	}
 	req.Header.Set("Idempotency-Key", key)
 	return doRaw(t, req)
+}
+
+// waitCaughtUp waits until consumer group (a logical name) has committed
+// every record on the topics (logical names) produced so far. Stages
+// commit to Kafka only after their Postgres transaction, and the sender
+// only after a task is done, so a caught-up group has applied them all:
+// a test that must show something did NOT happen waits for this instead
+// of sleeping.
+func waitCaughtUp(t testing.TB, d demoEnv, group string, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.app.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	naming := d.cfg.Naming()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(ctx, naming.Topics(topics...)...)
+		if err != nil {
+			return err
+		}
+		committed, err := adm.FetchOffsets(ctx, naming.Group(group))
+		if err != nil {
+			return err
+		}
+		var behind error
+		ends.Each(func(e kadm.ListedOffset) {
+			c, ok := committed.Lookup(e.Topic, e.Partition)
+			if e.Offset > 0 && (!ok || c.At < e.Offset) {
+				behind = fmt.Errorf("%s is behind on %s/%d (committed %d of %d)", group, e.Topic, e.Partition, c.At, e.Offset)
+			}
+		})
+		return behind
+	})
+}
+
+// waitPushesSettled waits until the order decider, the push manager and
+// the order projector have applied everything on their topics and no push
+// job of ids is queued or being worked, so what the read model shows of
+// those orders is final (nothing more is coming).
+func waitPushesSettled(t testing.TB, d demoEnv, ids ...uuid.UUID) {
+	t.Helper()
+	waitCaughtUp(t, d, order.DeciderName, schemas.TopicOrderCommands)
+	waitCaughtUp(t, d, push.ConsumerName, schemas.TopicOrderEvents)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var n int
+		if err := d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM push_jobs WHERE order_id = ANY($1)`, ids).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%d push jobs still queued or running", n)
+		}
+		return nil
+	})
+	waitCaughtUp(t, d, order.DeciderName, schemas.TopicOrderCommands)
+	waitCaughtUp(t, d, orderrm.ConsumerName, schemas.TopicOrderEvents)
+}
+
+// waitTopicHolds waits until the topics (logical names) hold at least n
+// records together.
+func waitTopicHolds(t testing.TB, d demoEnv, n int64, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.app.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ends, err := adm.ListEndOffsets(ctx, d.cfg.Naming().Topics(topics...)...)
+		if err != nil {
+			return err
+		}
+		var total int64
+		ends.Each(func(e kadm.ListedOffset) { total += e.Offset })
+		if total < n {
+			return fmt.Errorf("%d of %d records so far", total, n)
+		}
+		return nil
+	})
 }

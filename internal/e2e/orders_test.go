@@ -144,7 +144,7 @@ func TestCredentialErrorStoreFailsAndRetryLimits(t *testing.T) {
 			t.Fatalf("attempt: %+v", a)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // no fifth automatic attempt comes
+	waitPushesSettled(t, d, o.OrderID) // no fifth automatic attempt comes
 	if n := len(d.detail(t, d.client, o.OrderID).DeliveryAttempts); n != 4 {
 		t.Fatalf("%d attempts after the automatic retries ran out", n)
 	}
@@ -273,7 +273,11 @@ func TestCancelRacingPush(t *testing.T) {
 			t.Fatalf("cancel: %d %s", r.status, r.body)
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // let any (wrong) push finish
+	ids := make([]uuid.UUID, len(results))
+	for i, r := range results {
+		ids[i] = r.id
+	}
+	waitPushesSettled(t, d, ids...) // any (wrong) push has finished
 	for _, r := range results {
 		f := d.detail(t, d.client, r.id)
 		if r.status == 200 {

@@ -53,7 +53,7 @@ func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second) // let the second (no-reference) order be decided too
+	waitCaughtUp(t, d, order.DeciderName, schemas.TopicOrderCommands) // the second (no-reference) order is decided too
 
 	// Repeat both requests with the same keys, as the 503 message says.
 	again1 := postWithKey(t, d.client, "/v1/orders/pod", k1, withRef)
@@ -165,7 +165,7 @@ func TestRepeatedEventNeverPushesCancelledOrder(t *testing.T) {
 	if err := d.app.Producer.ProduceSync(ctx, dup).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	waitPushesSettled(t, d, o.OrderID)
 	got := d.detail(t, d.client, o.OrderID)
 	if n := d.app.Simulator.Orders(shop); n != 0 {
 		t.Fatalf("order is %s in our system but the platform received %d order(s)", got.Status, n)

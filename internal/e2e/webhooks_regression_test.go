@@ -81,7 +81,7 @@ func TestDeliveryTaskTwiceOnTheLogSentOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDeliveries(t, d.client, w.ID, 1, "success", 20*time.Second)
-	time.Sleep(2 * time.Second) // the second copy is read meanwhile
+	waitCaughtUp(t, d, delivery.SenderGroup, schemas.TopicWebhookDeliveries) // the second copy is read too
 	n := 0
 	for _, g := range rc.requests() {
 		if g.ID == ev.String() {
@@ -115,7 +115,9 @@ func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
 	if err := d.app.Producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	// The sender has read past the slow endpoint's 256 waiting tasks once
+	// it defers some to a tier: only then does the healthy task arrive.
+	waitTopicHolds(t, d, 1, schemas.WebhookRetryTiers...)
 	if err := d.app.Producer.ProduceSync(context.Background(), mk(wh.ID)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

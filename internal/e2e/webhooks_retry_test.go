@@ -217,9 +217,16 @@ func TestWebhookAutoDisableAtTen(t *testing.T) {
 	if cancelled.LastError == nil || *cancelled.LastError != "webhook_disabled" || cancelled.NextRetryAt != nil {
 		t.Errorf("pending delivery of the disabled webhook: %+v", cancelled)
 	}
-	// give the slow delivery's attempt in flight time to finish: it stays
-	// cancelled and the streak stays 10.
-	time.Sleep(2 * time.Second)
+	// Once the slow delivery's attempt in flight has finished and its
+	// result is applied, it stays cancelled and the streak stays 10.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := rc.inFlight(); n > 0 {
+			return fmt.Errorf("%d requests in flight", n)
+		}
+		return nil
+	})
+	waitCaughtUp(t, d, delivery.SenderGroup, append([]string{schemas.TopicWebhookDeliveries}, schemas.WebhookRetryTiers...)...)
+	waitCaughtUp(t, d, deliveryrm.ConsumerName, schemas.TopicWebhookAttempts)
 	if again := getDelivery(t, d.client, w.ID, slow.ID); again.Status != "cancelled" {
 		t.Errorf("cancelled delivery became %s", again.Status)
 	}

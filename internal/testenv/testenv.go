@@ -83,14 +83,21 @@ func NewDatabase(t testing.TB) string {
 // then fails the test with cond's last error.
 func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
+	if err := Poll(timeout, cond); err != nil {
+		t.Fatalf("condition not met within %s: %v", timeout, err)
+	}
+}
+
+// Poll calls cond every 20ms until it returns nil (Poll returns nil) or
+// timeout passes (Poll returns cond's last error). It is the one waiting
+// loop of the tests; callers that must not stop the test on a timeout use
+// it instead of Eventually.
+func Poll(timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
