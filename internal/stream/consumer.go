@@ -315,18 +315,9 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		byTP[k] = append(byTP[k], rec)
 	}
 	for _, k := range order {
-		// Make sure the partition's offset row exists, then lock it: two
-		// members (one a zombie) can never both pass this point with the same
-		// stored offset, even for a partition seen for the first time.
-		var stored int64
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
-			VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING`, c.Name, k.topic, k.partition)
-		b.Queue(`SELECT next_offset FROM consumer_offsets
-			WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
-			c.Name, k.topic, k.partition).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return nil, fmt.Errorf("lock offset %s/%d: %w", k.topic, k.partition, err)
+		stored, err := lockOffset(ctx, tx, c.Name, k.topic, k.partition)
+		if err != nil {
+			return nil, err
 		}
 		part := byTP[k]
 		i := 0
@@ -368,6 +359,24 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return applied, nil
+}
+
+// lockOffset makes sure a partition's offset row exists, then locks it and
+// returns the stored offset: two members (one a zombie) can never both pass
+// this point with the same stored offset, even for a partition seen for
+// the first time.
+func lockOffset(ctx context.Context, tx pgx.Tx, consumer, topic string, partition int32) (int64, error) {
+	var stored int64
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
+		VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING`, consumer, topic, partition)
+	b.Queue(`SELECT next_offset FROM consumer_offsets
+		WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
+		consumer, topic, partition).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("lock offset %s/%d: %w", topic, partition, err)
+	}
+	return stored, nil
 }
 
 // logStartFunc tells the first offset a partition's log still holds.

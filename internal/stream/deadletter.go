@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -99,15 +98,9 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, ca
 		return false, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var stored int64
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
-		VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING`, c.Name, rec.Topic, rec.Partition)
-	b.Queue(`SELECT next_offset FROM consumer_offsets
-		WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
-		c.Name, rec.Topic, rec.Partition).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return false, fmt.Errorf("lock offset %s/%d: %w", rec.Topic, rec.Partition, err)
+	stored, err := lockOffset(ctx, tx, c.Name, rec.Topic, rec.Partition)
+	if err != nil {
+		return false, err
 	}
 	switch {
 	case stored > rec.Offset:
