@@ -52,8 +52,9 @@ NODES="1 2 3"
 dist="$KAFKA_DIST_DIR/$KAFKA_VERSION"
 libs="$dist/libs"
 
-say() { printf 'kafka: %s\n' "$*" >&2; }
-die() { printf 'kafka: ERROR: %s\n' "$*" >&2; exit 1; }
+LOG_NAME=kafka
+# shellcheck source=deploy/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 broker_port() { echo $((KAFKA_BASE_PORT + $1 - 1)); }
 controller_port() { echo $((KAFKA_BASE_PORT + 100 + $1 - 1)); }
@@ -66,19 +67,6 @@ brokers() {
 print_brokers() { echo "KAFKA_BROKERS=$(brokers)"; }
 
 # --- installing -------------------------------------------------------------
-
-can_install() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
-apt_updated=
-apt_install() {
-  can_install || die "$1 is not installed and this user cannot install it (need root with apt-get). Install $* yourself."
-  if [ -z "$apt_updated" ]; then
-    say "apt-get update"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-    apt_updated=1
-  fi
-  say "installing $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
 
 java_major() {
   java -version 2>&1 | sed -n 's/.*version "\([0-9]*\)[."].*/\1/p' | head -n 1

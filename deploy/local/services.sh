@@ -19,21 +19,10 @@ REDIS_HOST=${REDIS_HOST:-127.0.0.1}
 REDIS_PORT=${REDIS_PORT:-6379}
 DB_NAME=${POD_DB_NAME:-pod}
 
-say() { printf 'services: %s\n' "$*" >&2; }
-die() { printf 'services: ERROR: %s\n' "$*" >&2; exit 1; }
-
-can_install() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
-apt_updated=
-apt_install() {
-  can_install || die "$1 is not installed and this user cannot install it (need root with apt-get). Install $* yourself, or run them elsewhere and set POD_SERVICES=external with DATABASE_URL, REDIS_URL, TEST_PG_ADMIN_URL and TEST_REDIS_URL."
-  if [ -z "$apt_updated" ]; then
-    say "apt-get update"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-    apt_updated=1
-  fi
-  say "installing $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
+LOG_NAME=services
+APT_HINT="or run them elsewhere and set POD_SERVICES=external with DATABASE_URL, REDIS_URL, TEST_PG_ADMIN_URL and TEST_REDIS_URL"
+# shellcheck source=deploy/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 pg_up() { pg_isready -q -h "$PGHOST" -p "$PGPORT" 2>/dev/null; }
 pg_query() { psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -XAtq -c "$1"; }
