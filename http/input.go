@@ -39,24 +39,24 @@ const MaxIdempotencyKey = 255
 // checkFraming refuses requests whose headers can be read two ways.
 func checkFraming(c *fiber.Ctx) error {
 	var auths, lengths, encodings int
-	var length string
+	var length []byte
 	conflict := false
-	for line := range strings.SplitSeq(string(c.Request().Header.RawHeaders()), "\n") {
-		name, value, ok := strings.Cut(line, ":")
+	for line := range bytes.SplitSeq(c.Request().Header.RawHeaders(), []byte("\n")) {
+		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue
 		}
-		value = strings.TrimSpace(value)
-		switch strings.ToLower(strings.TrimSpace(name)) {
-		case "authorization":
+		value = bytes.TrimSpace(value)
+		switch name = bytes.TrimSpace(name); {
+		case bytes.EqualFold(name, []byte("authorization")):
 			auths++
-		case "content-length":
+		case bytes.EqualFold(name, []byte("content-length")):
 			lengths++
-			if lengths > 1 && value != length {
+			if lengths > 1 && !bytes.Equal(value, length) {
 				conflict = true
 			}
 			length = value
-		case "transfer-encoding":
+		case bytes.EqualFold(name, []byte("transfer-encoding")):
 			encodings++
 		}
 	}

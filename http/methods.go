@@ -15,11 +15,13 @@ import (
 type methodTable struct {
 	static map[string][]string // path without parameters -> methods
 	routes []routeMethods
-	// endpoints holds "METHOD path" of every endpoint route (not
+	// endpoints holds the method and path of every endpoint route (not
 	// middleware), to tell them from the group middleware Fiber reports
 	// as the route of a request refused before its handler.
-	endpoints map[string]bool
+	endpoints map[endpoint]bool
 }
+
+type endpoint struct{ method, path string }
 
 type routeMethods struct {
 	path     string
@@ -40,10 +42,10 @@ func (t *methodTable) fill(app *fiber.App) {
 		}
 	}
 	t.static = map[string][]string{}
-	t.endpoints = map[string]bool{}
+	t.endpoints = map[endpoint]bool{}
 	for _, p := range paths {
 		for _, m := range byPath[p] {
-			t.endpoints[m+" "+p] = true
+			t.endpoints[endpoint{m, p}] = true
 		}
 		methods := byPath[p]
 		slices.Sort(methods)
@@ -80,7 +82,7 @@ func (t *methodTable) allowed(path string) []string {
 // 429, 405) or by no route (404), the template its path matches, else
 // "unmatched".
 func (t *methodTable) routeOf(c *fiber.Ctx) string {
-	if r := c.Route(); r != nil && t.endpoints[r.Method+" "+r.Path] {
+	if r := c.Route(); r != nil && t.endpoints[endpoint{r.Method, r.Path}] {
 		return r.Path
 	}
 	// The path is request memory Fiber reuses: return templates only.
