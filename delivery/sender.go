@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -69,6 +70,9 @@ type Sender struct {
 	MaxBuffered int              // records held in memory; default 10000
 	ClientOpts  func() []kgo.Opt // extra options per consumer session (metrics hooks)
 	Naming      schemas.Naming   // topic names and the group id's prefix
+	// DeadLetters counts the tasks moved to pod.dlq.delivery.sender, in
+	// the stages' pod_consumer_dead_letters_total (optional).
+	DeadLetters *stream.Metrics
 }
 
 // Topics are the topics a sender consumes: first attempts and every tier.
@@ -78,6 +82,7 @@ func (s *Sender) Topics() []string {
 
 // Run consumes until ctx ends, starting a new session after failures.
 func (s *Sender) Run(ctx context.Context) {
+	s.DeadLetters.CountDeadLetters(SenderGroup)
 	if s.Concurrency <= 0 {
 		s.Concurrency = 256
 	}
@@ -432,8 +437,10 @@ func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
 	for i, r := range recs {
 		var t schemas.DeliveryTask
 		if err := json.Unmarshal(r.Value, &t); err != nil || t.DeliveryID == uuid.Nil || t.WebhookID == uuid.Nil {
-			ss.s.Log.Error("dropping undecodable delivery task", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-			ss.finishLocked(st, r.Offset)
+			if err == nil {
+				err = errors.New("delivery task without delivery_id or webhook_id")
+			}
+			ss.deadLetter(st, r, err)
 			continue
 		}
 		if wait := t.DueAt.Sub(now); wait > 0 && k.topic != ss.s.Naming.Topic(schemas.TopicWebhookDeliveries) {
@@ -452,6 +459,25 @@ func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
 		st.paused = false
 		ss.cl.ResumeFetchPartitions(map[string][]int32{k.topic: {k.partition}})
 	}
+}
+
+// deadLetter moves a task that can never be worked (it cannot be decoded)
+// to the sender's dead-letter topic, pod.dlq.delivery.sender, with the same
+// headers a stage's dead letter has; only once it is there is its offset
+// finished (so committed). If the session ends first, the task stays
+// uncommitted and is read, and dead-lettered, again. Called with mu held.
+func (ss *session) deadLetter(st *part, r *kgo.Record, cause error) {
+	ss.s.Log.Error("dead-lettering undecodable delivery task", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", cause)
+	dl := stream.DeadLetterRecord(ss.s.Naming, SenderGroup, r, cause, time.Now())
+	go func() {
+		if err := ss.s.record(ss.ctx, dl); err != nil {
+			return
+		}
+		ss.s.DeadLetters.DeadLettered(SenderGroup)
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		ss.finishLocked(st, r.Offset)
+	}()
 }
 
 func (ss *session) wake(k tp, st *part) {

@@ -65,8 +65,11 @@ type App struct {
 	Guard       *delivery.Guard
 	Streaks     *delivery.Streaks
 	Sender      *delivery.Sender // nil without the delivery role
-	Pusher      *push.Manager    // nil without the pusher role
-	Simulator   *push.Simulator  // the built-in platform, when started
+	// StageMetrics are the consumer metrics every stage and the sender's
+	// dead letters are counted in.
+	StageMetrics *stream.Metrics
+	Pusher       *push.Manager   // nil without the pusher role
+	Simulator    *push.Simulator // the built-in platform, when started
 
 	embedded *kafka.Embedded
 	listener net.Listener
@@ -133,7 +136,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = runCancel
 	a.startGauges(runCtx)
-	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: stream.NewMetrics(a.Registry), Producer: a.Producer,
+	a.StageMetrics = stream.NewMetrics(a.Registry)
+	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: a.StageMetrics, Producer: a.Producer,
 		Naming: a.Naming}
 
 	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch,
@@ -216,9 +220,9 @@ func TopicSpecs(cfg config.Config) []TopicSet {
 		{Spec: spec(cfg.KafkaPartitions, cfg.KafkaRetention), Topics: main},
 		{Spec: spec(cfg.KafkaPartitions, cfg.RetryTierRetention()), Topics: n.RetryTiers()},
 		{Spec: spec(cfg.KafkaPartitions, cfg.KafkaDLQRetention), Topics: []string{n.Topic(schemas.TopicWebhookDLQ)}},
-		// Every stage consumer's dead-letter topic, whatever roles this
-		// process runs: podctl dlq reads them all.
-		{Spec: spec(schemas.DeadLetterPartitions, cfg.KafkaDLQRetention), Topics: n.DeadLetterTopics(StageConsumers...)},
+		// Every consumer's dead-letter topic (the stages' and the webhook
+		// sender's), whatever roles this process runs: podctl dlq reads them all.
+		{Spec: spec(schemas.DeadLetterPartitions, cfg.KafkaDLQRetention), Topics: n.DeadLetterTopics(ConsumerGroups...)},
 	}
 }
 
@@ -239,7 +243,7 @@ var ConsumerGroups = append(slices.Clone(StageConsumers), delivery.SenderGroup)
 // (processes with the projector role).
 func (a *App) startGauges(ctx context.Context) {
 	every := a.Config.MetricsRefresh
-	topics := append(a.Naming.AllTopics(), a.Naming.DeadLetterTopics(StageConsumers...)...)
+	topics := append(a.Naming.AllTopics(), a.Naming.DeadLetterTopics(ConsumerGroups...)...)
 	groups := make([]string, len(ConsumerGroups))
 	for i, g := range ConsumerGroups {
 		groups[i] = a.Naming.Group(g)
@@ -334,6 +338,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 		Timeout:     cfg.WebhookTimeout,
 		Log:         a.Log.With("component", "delivery"),
 		Metrics:     delivery.NewMetrics(a.Registry),
+		DeadLetters: a.StageMetrics,
 		Concurrency: cfg.WebhookConcurrency,
 		PerEndpoint: cfg.WebhookPerEndpoint,
 		ClientOpts:  func() []kgo.Opt { return a.kafkaMetrics(delivery.SenderGroup) },

@@ -97,6 +97,24 @@ func (m *Metrics) observeDeadLetter(consumer string) {
 	m.progress(consumer)
 }
 
+// CountDeadLetters makes consumer's pod_consumer_dead_letters_total exist
+// at 0, for a consumer that is not run by a Runner (the webhook sender) but
+// dead-letters records all the same.
+func (m *Metrics) CountDeadLetters(consumer string) {
+	if m == nil {
+		return
+	}
+	m.deadLetters.WithLabelValues(consumer).Add(0)
+}
+
+// DeadLettered counts one record such a consumer dead-lettered.
+func (m *Metrics) DeadLettered(consumer string) {
+	if m == nil {
+		return
+	}
+	m.deadLetters.WithLabelValues(consumer).Inc()
+}
+
 func (m *Metrics) observeFailure(consumer string) {
 	if m == nil {
 		return
