@@ -69,6 +69,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.outcomes, m.duration, m.age, m.disabled, m.polled, m.buffered, m.inFlight)
+	// Every outcome has series from the start (at 0), so dashboards and
+	// alerts read 0, not "no data", before the first attempt.
+	failures := []string{"3xx", "4xx", "5xx", ClassTimeout, ClassNetwork, ClassRefused}
+	m.outcomes.WithLabelValues("success", "2xx")
+	for _, class := range failures {
+		m.outcomes.WithLabelValues("retry", class)
+		m.outcomes.WithLabelValues("failed", class)
+	}
+	m.outcomes.WithLabelValues("cancelled", ClassNone)
+	m.outcomes.WithLabelValues("deferred", ClassNone)
 	return m
 }
 

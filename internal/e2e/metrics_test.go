@@ -323,3 +323,27 @@ func TestRefusedRequestsCarryTheirRouteTemplate(t *testing.T) {
 		}
 	}
 }
+
+// Before any order or delivery, every stage's consumer series and every
+// webhook outcome exist at 0, so dashboards show 0 and alerts evaluate,
+// not "no data" (a consumer that applied nothing, such as the fulfillment
+// bridge, is in the $consumer variable too).
+func TestMetricsExistFromStart(t *testing.T) {
+	d := startDemo(t)
+	mfs := scrape(t, d.app.Addr())
+	for _, c := range app.StageConsumers {
+		for _, name := range []string{"pod_consumer_records_total", "pod_consumer_batch_failures_total",
+			"pod_consumer_dead_letters_total", "pod_consumer_last_progress_timestamp_seconds",
+			"pod_consumer_batch_records", "pod_consumer_batch_seconds"} {
+			if _, ok := series(mfs, name)["consumer="+c]; !ok {
+				t.Errorf("%s{consumer=%q} missing at start", name, c)
+			}
+		}
+	}
+	attempts := series(mfs, "pod_webhook_attempts_total")
+	for _, outcome := range []string{"success", "retry", "failed", "cancelled", "deferred"} {
+		if !hasLabel(attempts, "outcome="+outcome) {
+			t.Errorf("pod_webhook_attempts_total{outcome=%q} missing at start (have %v)", outcome, attempts)
+		}
+	}
+}

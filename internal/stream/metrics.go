@@ -76,6 +76,8 @@ func (m *Metrics) start(consumer string) {
 	if m == nil {
 		return
 	}
+	m.batchRecords.WithLabelValues(consumer)
+	m.batchSeconds.WithLabelValues(consumer)
 	m.records.WithLabelValues(consumer).Add(0)
 	m.batchFailures.WithLabelValues(consumer).Add(0)
 	m.deadLetters.WithLabelValues(consumer).Add(0)
