@@ -9,23 +9,25 @@ export GOFLAGS ?= -buildvcs=false
 run: services docs
 	$(GO) run ./cmd/podsvc
 
-## test: every test (unit, integration, end-to-end) against real Postgres, Redis and in-process Kafka
+## test: every test (unit, integration, end-to-end) against real Postgres, Redis and the
+## in-process Kafka, then the end-to-end tests again on a real 3-node Kafka (test-realkafka)
 test: services docs
 	@bash deploy/local/chromium.sh
 	$(GO) test $(TEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory test-realkafka
 	@$(MAKE) --no-print-directory fuzz-short
 
-## test-realkafka: the tests on a real 3-node Kafka (build tag realkafka: podsvc with its own
-## topic and group prefix, replication 3, min.insync.replicas 2); starts the local cluster
-## (deploy/local/kafka.sh; the first start fetches Kafka with Maven), passes its brokers in
-## POD_TEST_KAFKA_BROKERS, and stops the cluster afterwards whatever the result
-REALKAFKA_TEST_FLAGS ?= -count=1 -timeout 10m
+## test-realkafka: the end-to-end tests on a real 3-node Kafka (and the realkafka-tagged
+## checks of the shared-cluster settings): each test's podsvc uses a topic and group prefix of
+## its own, dropped when the test ends. Starts the local cluster (deploy/local/kafka.sh; the
+## first start fetches Kafka with Maven), passes its brokers in POD_TEST_KAFKA_BROKERS, and
+## stops the cluster afterwards whatever the result.
 test-realkafka: services docs
 	@out=$$(bash deploy/local/kafka.sh start) || { bash deploy/local/kafka.sh stop; exit 1; }; \
 	brokers=$$(printf '%s\n' "$$out" | sed -n 's/^KAFKA_BROKERS=//p'); \
 	if [ -z "$$brokers" ]; then echo "deploy/local/kafka.sh start printed no KAFKA_BROKERS line"; bash deploy/local/kafka.sh stop; exit 1; fi; \
 	echo "POD_TEST_KAFKA_BROKERS=$$brokers"; rc=0; \
-	POD_TEST_KAFKA_BROKERS=$$brokers $(GO) test -tags realkafka $(REALKAFKA_TEST_FLAGS) ./internal/e2e/ -run RealKafka || rc=$$?; \
+	POD_TEST_KAFKA_BROKERS=$$brokers $(GO) test -tags realkafka $(TEST_FLAGS) ./internal/e2e/ || rc=$$?; \
 	bash deploy/local/kafka.sh stop; exit $$rc
 
 ## fuzz-short: a short fuzz run of each fuzz target (count-based: time-based runs can end

@@ -80,7 +80,7 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 	for i := range b.N {
 		ev := uuid.New()
 		wh := hooks[i%len(hooks)]
-		rec, err := delivery.TaskRecord(schemas.TopicWebhookDeliveries, demoTask(d, wh, ev, 1, payload, now))
+		rec, err := delivery.TaskRecord(d.topic(schemas.TopicWebhookDeliveries), demoTask(d, wh, ev, 1, payload, now))
 		if err != nil {
 			b.Fatal(err)
 		}

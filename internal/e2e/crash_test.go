@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	orderrm "github.com/printpod/pod/projections/order"
@@ -26,13 +27,14 @@ import (
 
 // podsvcProc is podsvc run as a separate process, so it can be killed.
 type podsvcProc struct {
-	dir   string
-	dbURL string
-	bin   string
-	env   []string
-	addr  string
-	cmd   *exec.Cmd
-	log   *os.File
+	naming schemas.Naming // the topic and group prefixes on a real cluster
+	dir    string
+	dbURL  string
+	bin    string
+	env    []string
+	addr   string
+	cmd    *exec.Cmd
+	log    *os.File
 }
 
 func freePort(t *testing.T) string {
@@ -68,9 +70,13 @@ func (p *podsvcProc) start(t *testing.T) {
 	})
 }
 
-// brokers is the embedded broker's address, as the process wrote it.
+// brokers is the real cluster's, or the embedded broker's address as the
+// process wrote it.
 func (p *podsvcProc) brokers(t *testing.T) string {
 	t.Helper()
+	if real := podtest.RealKafka(); real != nil {
+		return strings.Join(real, ",")
+	}
 	b, err := os.ReadFile(filepath.Join(p.dir, "var", "kafka.addr"))
 	if err != nil {
 		t.Fatal(err)
@@ -101,10 +107,17 @@ func newPodsvcProc(t *testing.T, env ...string) *podsvcProc {
 		t.Fatal(err)
 	}
 	p := &podsvcProc{bin: bin, addr: freePort(t), log: logf, dbURL: dbURL, dir: dir}
+	kafka := []string{"KAFKA_BROKERS="}
+	if real := podtest.RealKafka(); real != nil {
+		prefix := "t" + testenv.RandomSuffix() + "."
+		p.naming = schemas.Naming{TopicPrefix: prefix, GroupPrefix: prefix}
+		kafka = []string{"KAFKA_BROKERS=" + strings.Join(real, ","), "POD_KAFKA_TOPIC_PREFIX=" + prefix, "POD_KAFKA_GROUP_PREFIX=" + prefix}
+		t.Cleanup(func() { podtest.DropPrefixed(t, real, prefix) }) // after the process is killed
+	}
 	p.env = append([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + testenv.RedisURL(), "POD_DATA_DIR=" + filepath.Join(dir, "var"),
 		"POD_HTTP_ADDR=" + p.addr, "POD_KAFKA_PARTITIONS=3", "POD_REDIS_PREFIX=podcrash:" + testenv.RandomSuffix() + ":",
-		"POD_PUSH_RETRY_DELAYS=100ms,100ms,100ms", "POD_DEMO_TOKEN=demo-token", "KAFKA_BROKERS=", "POD_LOG_LEVEL=info",
-		"POD_ENV=development"}, env...)
+		"POD_PUSH_RETRY_DELAYS=100ms,100ms,100ms", "POD_DEMO_TOKEN=demo-token", "POD_LOG_LEVEL=info",
+		"POD_ENV=development"}, append(kafka, env...)...)
 	p.start(t)
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
@@ -303,7 +316,7 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 		return "", 0
 	}
 	got := 0
-	err = scanTopic(t, []string{brokers}, schemas.TopicOrderEvents, 60*time.Second, func(rec *kgo.Record) bool {
+	err = scanTopic(t, strings.Split(brokers, ","), p.naming.Topic(schemas.TopicOrderEvents), 60*time.Second, func(rec *kgo.Record) bool {
 		ev, err := schemas.ParseEvent(rec.Value)
 		if err != nil {
 			t.Fatal(err)

@@ -34,7 +34,7 @@ type poison struct {
 func createCommand(t *testing.T, d demoEnv, topic string) map[string]any {
 	t.Helper()
 	var out map[string]any
-	err := scanTopic(t, d.app.Brokers, topic, 20*time.Second, func(r *kgo.Record) bool {
+	err := scanTopic(t, d.app.Brokers, d.topic(topic), 20*time.Second, func(r *kgo.Record) bool {
 		var c map[string]any
 		if err := json.Unmarshal(r.Value, &c); err != nil {
 			t.Fatalf("record of %s: %v", topic, err)
@@ -96,7 +96,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	rc := newReceiver(t)
 	d := startDemo(t, fastPushes, allow(rc))
 	ctx := context.Background()
-	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+	env := d.podctlEnv()
 	v := d.variant(t, "ACTIVE", "tshirt")
 
 	// Every dead-letter series exists, at 0, before anything went wrong.
@@ -150,7 +150,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	}
 	want := map[string]int{} // dead letters per consumer
 	for _, p := range poisons {
-		rec := &kgo.Record{Topic: p.topic, Key: []byte(p.key), Value: p.value,
+		rec := &kgo.Record{Topic: d.topic(p.topic), Key: []byte(p.key), Value: p.value,
 			Headers: []kgo.RecordHeader{{Key: "planted-by", Value: []byte("e2e")}}}
 		if err := d.app.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -191,7 +191,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 			if c == "delivery.sender" {
 				continue // it keeps no offsets in Postgres; its dead letters below show it got past
 			}
-			if err := stream.WaitApplied(waitCtx, d.app.Work, c, p.topic, map[int32]int64{p.partition: p.offset}); err != nil {
+			if err := stream.WaitApplied(waitCtx, d.app.Work, c, d.topic(p.topic), map[int32]int64{p.partition: p.offset}); err != nil {
 				t.Fatalf("%s did not get past the poison on %s: %v", c, p.topic, err)
 			}
 		}
@@ -214,7 +214,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 				continue
 			case string(dl.Value) != string(p.value) || dlHeader(dl, "planted-by") != "e2e":
 				t.Errorf("%s: dead letter %s lost its value or headers", c, p.key)
-			case dlHeader(dl, stream.HeaderDLQTopic) != p.topic || dlHeader(dl, stream.HeaderDLQConsumer) != c ||
+			case dlHeader(dl, stream.HeaderDLQTopic) != d.topic(p.topic) || dlHeader(dl, stream.HeaderDLQConsumer) != c ||
 				dlHeader(dl, stream.HeaderDLQOffset) != strconv.FormatInt(p.offset, 10) ||
 				dlHeader(dl, stream.HeaderDLQPartition) != strconv.Itoa(int(p.partition)) || dlHeader(dl, stream.HeaderDLQTime) == "":
 				t.Errorf("%s: dead letter %s headers %v", c, p.key, dl.Headers)
@@ -287,7 +287,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 		if l.Key == "poison-order-bytes" {
 			p = poisons[1]
 		}
-		if l.Key != p.key || l.Consumer != "order-decider" || l.Topic != schemas.TopicOrderCommands || l.Offset != p.offset ||
+		if l.Key != p.key || l.Consumer != "order-decider" || l.Topic != d.topic(schemas.TopicOrderCommands) || l.Offset != p.offset ||
 			l.Error == "" || l.Time == "" || l.Replayed {
 			t.Fatalf("dlq list --consumer order-decider: %+v", l)
 		}
@@ -311,10 +311,10 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 		Partition int32  `json:"partition"`
 		Offset    int64  `json:"offset"`
 	}
-	if err := json.Unmarshal([]byte(rr.stdout), &replayed); err != nil || replayed.DLQOffset != 0 || replayed.Topic != schemas.TopicOrderCommands {
+	if err := json.Unmarshal([]byte(rr.stdout), &replayed); err != nil || replayed.DLQOffset != 0 || replayed.Topic != d.topic(schemas.TopicOrderCommands) {
 		t.Fatalf("dlq replay --offset 0 printed %q (%v)", rr.stdout, err)
 	}
-	err := scanTopic(t, d.app.Brokers, schemas.TopicOrderCommands, 20*time.Second, func(r *kgo.Record) bool {
+	err := scanTopic(t, d.app.Brokers, d.topic(schemas.TopicOrderCommands), 20*time.Second, func(r *kgo.Record) bool {
 		if r.Partition != replayed.Partition || r.Offset != replayed.Offset {
 			return false
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,6 +162,18 @@ func waitDemoCatalog(t testing.TB, d *demoEnv) {
 		d.stores = page.Data
 		return nil
 	})
+}
+
+// topic is the name of a logical topic on the broker the test runs on (the
+// real cluster's carry the test's prefix).
+func (d demoEnv) topic(logical string) string { return d.cfg.Naming().Topic(logical) }
+
+// podctlEnv is the environment podctl needs to reach this service's
+// database and broker, with the same topic and group prefixes.
+func (d demoEnv) podctlEnv() []string {
+	return []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir,
+		"KAFKA_BROKERS=" + strings.Join(d.cfg.KafkaBrokers, ","),
+		"POD_KAFKA_TOPIC_PREFIX=" + d.cfg.KafkaTopicPrefix, "POD_KAFKA_GROUP_PREFIX=" + d.cfg.KafkaGroupPrefix}
 }
 
 func q(kv ...string) string {

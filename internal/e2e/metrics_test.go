@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -154,7 +153,7 @@ func TestMetricsCoverEveryStage(t *testing.T) {
 		}
 	}
 	ends := series(mfs, "pod_topic_end_offset")
-	for _, topic := range d.app.Naming.AllTopics() {
+	for _, topic := range schemas.LogicalTopics() { // labels name topics without the prefix
 		if !hasLabel(ends, "topic="+topic) {
 			t.Errorf("no pod_topic_end_offset for %s", topic)
 		}
@@ -205,9 +204,9 @@ func compareLagWithKadm(t *testing.T, d demoEnv) {
 		}
 	}
 	testenv.Eventually(t, 60*time.Second, func() error {
-		before := kadmLag(t, adm)
+		before := kadmLag(t, adm, d.app.Naming)
 		exported := series(scrape(t, d.app.Addr()), "pod_consumer_lag")
-		after := kadmLag(t, adm)
+		after := kadmLag(t, adm, d.app.Naming)
 		if fmt.Sprint(before) != fmt.Sprint(after) {
 			return fmt.Errorf("still moving")
 		}
@@ -230,12 +229,17 @@ func compareLagWithKadm(t *testing.T, d demoEnv) {
 	})
 }
 
-// kadmLag is kadm's lag of every group, keyed like series does.
-func kadmLag(t *testing.T, adm *kadm.Client) map[string]float64 {
+// kadmLag is kadm's lag of every group, keyed like series does (logical
+// group and topic names, as the exported series carry them).
+func kadmLag(t *testing.T, adm *kadm.Client, n schemas.Naming) map[string]float64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lags, err := adm.Lag(ctx, slices.Clone(app.ConsumerGroups)...) // kadm writes into the slice it gets
+	groups := make([]string, len(app.ConsumerGroups))
+	for i, g := range app.ConsumerGroups {
+		groups[i] = n.Group(g)
+	}
+	lags, err := adm.Lag(ctx, groups...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +249,7 @@ func kadmLag(t *testing.T, adm *kadm.Client) map[string]float64 {
 			t.Fatalf("lag of %s: %v", g, err)
 		}
 		for _, m := range dl.Lag.Sorted() {
-			out[fmt.Sprintf("group=%s,partition=%d,topic=%s", g, m.Partition, m.Topic)] = float64(m.Lag)
+			out[fmt.Sprintf("group=%s,partition=%d,topic=%s", n.LogicalGroup(g), m.Partition, n.LogicalTopic(m.Topic))] = float64(m.Lag)
 		}
 	}
 	return out

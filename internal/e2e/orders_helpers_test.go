@@ -148,7 +148,7 @@ func orderEvents(t *testing.T, d demoEnv, id uuid.UUID, want int) []schemas.Even
 		return out
 	}
 	seen := map[uuid.UUID]bool{}
-	err := scanTopic(t, d.app.Brokers, schemas.TopicOrderEvents, 20*time.Second, func(r *kgo.Record) bool {
+	err := scanTopic(t, d.app.Brokers, d.topic(schemas.TopicOrderEvents), 20*time.Second, func(r *kgo.Record) bool {
 		if string(r.Key) == id.String() {
 			ev, err := schemas.ParseEvent(r.Value)
 			if err != nil {

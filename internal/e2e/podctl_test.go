@@ -13,6 +13,7 @@ import (
 
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
+	"github.com/printpod/pod/schemas"
 )
 
 // buildPodctl compiles cmd/podctl once per test binary run.
@@ -41,7 +42,7 @@ func runPodctl(t *testing.T, bin string, env []string, args ...string) podctlRun
 func TestPodctlAgainstRunningService(t *testing.T) {
 	bin := buildPodctl(t)
 	d := startDemo(t)
-	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+	env := d.podctlEnv()
 
 	r := runPodctl(t, bin, env, "account", "create", "--name", "acme")
 	if r.err != nil {
@@ -132,7 +133,7 @@ func TestPodctlAgainstRunningService(t *testing.T) {
 func TestPodctlCatalogImportRefusesForeignItems(t *testing.T) {
 	bin := buildPodctl(t)
 	d := startDemo(t)
-	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+	env := d.podctlEnv()
 	r := runPodctl(t, bin, env, "account", "create", "--name", "mallory")
 	if r.err != nil {
 		t.Fatalf("account create: %v\n%s", r.err, r.stderr)
@@ -168,7 +169,7 @@ func TestPodctlCatalogImportRefusesForeignItems(t *testing.T) {
 			demoProduct.Variants[0].VariantID),
 			[]string{"stores[0].products[0].variants[0]: variant " + demoProduct.Variants[0].VariantID.String() + " belongs to product " + demoProduct.ProductID.String()}},
 	}
-	before := catalogLogSize(t, d.app.Brokers)
+	before := catalogLogSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents))
 	for _, f := range files {
 		path := filepath.Join(t.TempDir(), "catalog.json")
 		if err := os.WriteFile(path, []byte(f.body), 0o644); err != nil {
@@ -189,7 +190,7 @@ func TestPodctlCatalogImportRefusesForeignItems(t *testing.T) {
 			t.Errorf("%s: a refused import printed a result: %s", f.name, r.stdout)
 		}
 	}
-	if after := catalogLogSize(t, d.app.Brokers); after != before {
+	if after := catalogLogSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents)); after != before {
 		t.Errorf("refused imports published %d catalog events", after-before)
 	}
 	var stores struct{ Data []catalogrm.Store }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,32 +12,24 @@ import (
 
 	"github.com/printpod/pod/internal/app"
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// realKafkaEnv names the brokers of the real cluster the realkafka tests
-// run on; `make test-realkafka` starts one (deploy/local/kafka.sh) and sets it.
-const realKafkaEnv = "POD_TEST_KAFKA_BROKERS"
-
-// realKafkaBrokers is the cluster of realKafkaEnv; the test fails without it
-// (this file is built only with -tags realkafka, which make sets).
+// realKafkaBrokers is the cluster the realkafka pass of `make test` runs
+// on; the test fails without it (this file is built only with -tags
+// realkafka, which make sets together with the brokers).
 func realKafkaBrokers(t *testing.T) []string {
 	t.Helper()
-	v := strings.TrimSpace(os.Getenv(realKafkaEnv))
-	if v == "" {
+	brokers := podtest.RealKafka()
+	if brokers == nil {
 		t.Fatalf("%s is not set: run this test through `make test-realkafka`, which starts a 3-node Kafka "+
-			"(deploy/local/kafka.sh start), sets %s from it and stops the cluster afterwards", realKafkaEnv, realKafkaEnv)
+			"(deploy/local/kafka.sh start), sets %s from it and stops the cluster afterwards", podtest.RealKafkaEnv, podtest.RealKafkaEnv)
 	}
-	var out []string
-	for _, b := range strings.Split(v, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
-	}
-	return out
+	return brokers
 }
 
 // TestRealKafkaSharedCluster runs podsvc on a real 3-broker cluster with a
@@ -81,7 +72,7 @@ func TestRealKafkaSharedCluster(t *testing.T) {
 	}
 	// Registered before podsvc starts, so it runs after podsvc stopped: the
 	// shared cluster keeps nothing of this test.
-	t.Cleanup(func() { dropPrefixed(t, brokers, prefix) })
+	t.Cleanup(func() { podtest.DropPrefixed(t, brokers, prefix) })
 
 	d := startDemo(t, fastPushes, func(c *config.Config) {
 		c.KafkaBrokers = brokers
@@ -190,40 +181,4 @@ func TestRealKafkaSharedCluster(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// dropPrefixed deletes the topics and groups named with prefix, with a
-// client of its own (fresh metadata).
-func dropPrefixed(t *testing.T, brokers []string, prefix string) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("podtest-realkafka-cleanup"))
-	if err != nil {
-		t.Logf("clean up %s: %v", prefix, err)
-		return
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if topics, err := adm.ListTopics(ctx); err == nil {
-		var mine []string
-		for _, name := range topics.Names() {
-			if strings.HasPrefix(name, prefix) {
-				mine = append(mine, name)
-			}
-		}
-		if _, err := adm.DeleteTopics(ctx, mine...); err != nil {
-			t.Logf("delete topics: %v", err)
-		}
-	}
-	if groups, err := adm.ListGroups(ctx); err == nil {
-		var mine []string
-		for _, g := range groups.Groups() {
-			if strings.HasPrefix(g, prefix) {
-				mine = append(mine, g)
-			}
-		}
-		if _, err := adm.DeleteGroups(ctx, mine...); err != nil {
-			t.Logf("delete groups: %v", err)
-		}
-	}
 }

@@ -154,7 +154,7 @@ func TestRepeatedEventNeverPushesCancelledOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var dup *kgo.Record
-	if err := scanTopic(t, d.app.Brokers, schemas.TopicOrderEvents, 20*time.Second, func(r *kgo.Record) bool {
+	if err := scanTopic(t, d.app.Brokers, d.topic(schemas.TopicOrderEvents), 20*time.Second, func(r *kgo.Record) bool {
 		if dup == nil && string(r.Key) == o.OrderID.String() && strings.Contains(string(r.Value), `"client_status":"PROCESSING"`) {
 			dup = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
 		}

@@ -40,7 +40,7 @@ func tableRows(t *testing.T, pool *pgxpool.Pool, table, order string) []string {
 func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 	bin := buildPodctl(t)
 	d := startDemo(t, fastPushes)
-	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+	env := d.podctlEnv()
 	ok := d.variant(t, "ACTIVE", "tshirt")
 	broken := d.variant(t, "CREDENTIAL_ERROR", "tshirt")
 	var ids []uuid.UUID

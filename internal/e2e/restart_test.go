@@ -16,8 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// catalogLogSize is the number of records in the catalog topic.
-func catalogLogSize(t *testing.T, brokers []string) int64 {
+// catalogLogSize is the number of records in the catalog topic (its name
+// on the broker).
+func catalogLogSize(t *testing.T, brokers []string, topic string) int64 {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -26,7 +27,7 @@ func catalogLogSize(t *testing.T, brokers []string) int64 {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, schemas.TopicCatalogEvents)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	d := startDemo(t)
 	ctx := context.Background()
 	_, token := d.newAccount(t, "before-restart")
-	logBefore := catalogLogSize(t, d.app.Brokers)
+	logBefore := catalogLogSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents))
 	if logBefore == 0 {
 		t.Fatal("the demo catalog was not published to the log")
 	}
@@ -69,7 +70,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 			t.Fatalf("product %d differs after restart", i)
 		}
 	}
-	if got := catalogLogSize(t, again.Brokers); got != logBefore {
+	if got := catalogLogSize(t, again.Brokers, d.topic(schemas.TopicCatalogEvents)); got != logBefore {
 		t.Fatalf("catalog log has %d records after restart, %d before (lost, or the demo catalog was republished)", got, logBefore)
 	}
 	if r := testenv.NewClient(t, "http://"+again.Addr(), token).Get("/v1/stores"); r.Status != 200 {
@@ -151,7 +152,7 @@ func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
 func TestRevokedDemoTokenStaysRevokedAfterRestart(t *testing.T) {
 	bin := buildPodctl(t)
 	d := startDemo(t)
-	env := []string{"DATABASE_URL=" + d.cfg.DatabaseURL, "POD_DATA_DIR=" + d.cfg.DataDir, "KAFKA_BROKERS="}
+	env := d.podctlEnv()
 	if r := runPodctl(t, bin, env, "token", "revoke", "--token", d.cfg.DemoToken); r.err != nil {
 		t.Fatalf("token revoke: %v %s", r.err, r.stderr)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +70,7 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 
 	// Every order event on the log, by id.
 	events := map[string]string{}
-	if err := scanTopic(t, []string{p.brokers(t)}, schemas.TopicOrderEvents, 60*time.Second, func(r *kgo.Record) bool {
+	if err := scanTopic(t, strings.Split(p.brokers(t), ","), p.naming.Topic(schemas.TopicOrderEvents), 60*time.Second, func(r *kgo.Record) bool {
 		if ev, err := schemas.ParseEvent(r.Value); err == nil {
 			events[ev.ID.String()] = ev.Type
 		}

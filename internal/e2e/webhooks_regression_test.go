@@ -42,10 +42,10 @@ func TestDeliveryLogResultBeforeTaskOfLaterRun(t *testing.T) {
 	// Log order per topic is kept (run 1 before run 2 on each topic); only
 	// the interleaving of the two topics differs from the live order.
 	recs := []*kgo.Record{
-		{Topic: schemas.TopicWebhookDeliveries, Value: t1v},
-		{Topic: schemas.TopicWebhookAttempts, Value: r1v},
-		{Topic: schemas.TopicWebhookAttempts, Value: rv},
-		{Topic: schemas.TopicWebhookDeliveries, Value: tv},
+		{Topic: d.topic(schemas.TopicWebhookDeliveries), Value: t1v},
+		{Topic: d.topic(schemas.TopicWebhookAttempts), Value: r1v},
+		{Topic: d.topic(schemas.TopicWebhookAttempts), Value: rv},
+		{Topic: d.topic(schemas.TopicWebhookDeliveries), Value: tv},
 	}
 	ctx := context.Background()
 	tx, err := d.app.Pool.Begin(ctx)
@@ -75,8 +75,8 @@ func TestDeliveryTaskTwiceOnTheLogSentOnce(t *testing.T) {
 	w := createWebhook(t, d.client, rc.url("/hooks"))
 	ev := uuid.New()
 	task := demoTask(d, w.ID, ev, 1, json.RawMessage(`{"id":"x"}`), time.Now().UTC())
-	r1, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, task)
-	r2, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, task)
+	r1, _ := delivery.TaskRecord(d.topic(schemas.TopicWebhookDeliveries), task)
+	r2, _ := delivery.TaskRecord(d.topic(schemas.TopicWebhookDeliveries), task)
 	if err := d.app.Producer.ProduceSync(context.Background(), r1, r2).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
 	now := time.Now().UTC()
 	mk := func(hook uuid.UUID) *kgo.Record {
 		ev := uuid.New()
-		r, _ := delivery.TaskRecord(schemas.TopicWebhookDeliveries, demoTask(d, hook, ev, 1, json.RawMessage(`{}`), now))
+		r, _ := delivery.TaskRecord(d.topic(schemas.TopicWebhookDeliveries), demoTask(d, hook, ev, 1, json.RawMessage(`{}`), now))
 		return r
 	}
 	var recs []*kgo.Record
@@ -142,10 +142,10 @@ func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
 		})
 		return n
 	}
-	if n := deferredTo("pod.webhook.deliveries.retry.30m"); n == 0 {
+	if n := deferredTo(d.topic("pod.webhook.deliveries.retry.30m")); n == 0 {
 		t.Errorf("no deferred task of the slow endpoint in the 30m tier")
 	}
-	if n := deferredTo(schemas.WebhookRetryTiers[0]); n != 0 {
+	if n := deferredTo(d.topic(schemas.WebhookRetryTiers[0])); n != 0 {
 		t.Errorf("%d deferred tasks of the slow endpoint in the first tier", n)
 	}
 }

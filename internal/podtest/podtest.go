@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +17,30 @@ import (
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/logging"
 	"github.com/printpod/pod/internal/testenv"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// RealKafkaEnv names the brokers of a real Kafka cluster to run the tests
+// on instead of the embedded broker (`make test` sets it for its second
+// pass, from deploy/local/kafka.sh).
+const RealKafkaEnv = "POD_TEST_KAFKA_BROKERS"
+
+// RealKafka is the cluster of RealKafkaEnv, or nil: the embedded broker.
+func RealKafka() []string {
+	var out []string
+	for _, b := range strings.Split(os.Getenv(RealKafkaEnv), ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Config is a development configuration on a fresh database, a free HTTP
-// port, the embedded broker in a temporary directory and a unique Redis
-// prefix. Tests adjust it before Start.
+// port, the embedded broker in a temporary directory (or the real cluster
+// of RealKafkaEnv, under a topic and group prefix of the test's own) and a
+// unique Redis prefix. Tests adjust it before Start.
 func Config(t testing.TB) config.Config {
 	t.Helper()
 	cfg := config.Defaults()
@@ -30,6 +50,12 @@ func Config(t testing.TB) config.Config {
 	cfg.RedisPrefix = "podtest:" + testenv.RandomSuffix() + ":"
 	cfg.DataDir = t.TempDir()
 	cfg.KafkaPartitions = 3
+	if brokers := RealKafka(); brokers != nil {
+		prefix := "t" + testenv.RandomSuffix() + "."
+		cfg.KafkaBrokers, cfg.KafkaTopicPrefix, cfg.KafkaGroupPrefix = brokers, prefix, prefix
+		// Registered before Start's, so it runs once podsvc stopped.
+		t.Cleanup(func() { DropPrefixed(t, brokers, prefix) })
+	}
 	// Contract and auth tests send hundreds of bad tokens from one address
 	// on purpose; the hostile suite still reaches the limit.
 	cfg.AuthFailBurst = 500
@@ -65,4 +91,41 @@ func Start(t testing.TB, cfg config.Config) *app.App {
 	}
 	t.Cleanup(a.Stop)
 	return a
+}
+
+// DropPrefixed deletes the topics and consumer groups whose names start
+// with prefix on the cluster at brokers, so a shared cluster keeps nothing
+// of a test. Failures are logged, not fatal.
+func DropPrefixed(t testing.TB, brokers []string, prefix string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("podtest-cleanup"))
+	if err != nil {
+		t.Logf("clean up %s: %v", prefix, err)
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if topics, err := adm.ListTopics(ctx); err == nil {
+		var mine []string
+		for _, name := range topics.Names() {
+			if strings.HasPrefix(name, prefix) {
+				mine = append(mine, name)
+			}
+		}
+		if _, err := adm.DeleteTopics(ctx, mine...); err != nil {
+			t.Logf("delete topics: %v", err)
+		}
+	}
+	if groups, err := adm.ListGroups(ctx); err == nil {
+		var mine []string
+		for _, g := range groups.Groups() {
+			if strings.HasPrefix(g, prefix) {
+				mine = append(mine, g)
+			}
+		}
+		if _, err := adm.DeleteGroups(ctx, mine...); err != nil {
+			t.Logf("delete groups: %v", err)
+		}
+	}
 }
