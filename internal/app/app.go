@@ -268,7 +268,7 @@ func (a *App) runConsumer(ctx context.Context, runner *stream.Runner, c stream.C
 		// Its dead letters would have no topic to go to.
 		panic("consumer " + c.Name + " is missing from app.StageConsumers")
 	}
-	c.SessionOpts = func() []kgo.Opt { return a.kafkaMetrics(c.Name) }
+	c.SessionOpts = func() []kgo.Opt { return a.groupMember(c.Name) }
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -341,7 +341,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 		DeadLetters: a.StageMetrics,
 		Concurrency: cfg.WebhookConcurrency,
 		PerEndpoint: cfg.WebhookPerEndpoint,
-		ClientOpts:  func() []kgo.Opt { return a.kafkaMetrics(delivery.SenderGroup) },
+		ClientOpts:  func() []kgo.Opt { return a.groupMember(delivery.SenderGroup) },
 		Naming:      a.Naming,
 	}
 	a.goRun(func() { a.Sender.Run(ctx) })

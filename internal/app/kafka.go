@@ -2,6 +2,7 @@ package app
 
 import (
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,6 +18,15 @@ func (a *App) kafkaMetrics(clientID string) []kgo.Opt {
 		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Records, kprom.Batches, kprom.UncompressedBytes),
 		kprom.Histograms(kprom.RequestDurationE2E))
 	return []kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(m)}
+}
+
+// groupMember is kafkaMetrics plus the group timing of every consumer-group
+// member: a session of POD_KAFKA_SESSION_TIMEOUT, heartbeats at most a
+// second apart, so the survivors of a killed process learn of the
+// rebalance within a second of its session's end.
+func (a *App) groupMember(clientID string) []kgo.Opt {
+	session := a.Config.KafkaSessionTimeout
+	return append(a.kafkaMetrics(clientID), kgo.SessionTimeout(session), kgo.HeartbeatInterval(min(time.Second, session/3)))
 }
 
 // registerProducerBuffer exports how many records the shared producer holds

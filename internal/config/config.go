@@ -45,6 +45,7 @@ type Config struct {
 	KafkaReplication    int             // POD_KAFKA_REPLICATION: replicas of each topic created; 0 = min(3, brokers)
 	KafkaRetention      time.Duration   // POD_KAFKA_RETENTION: retention of command and event topics (real Kafka only)
 	KafkaDLQRetention   time.Duration   // POD_KAFKA_DLQ_RETENTION: retention of dead-letter topics (real Kafka only)
+	KafkaSessionTimeout time.Duration   // POD_KAFKA_SESSION_TIMEOUT: how long a silent group member keeps its partitions
 	EmbeddedKafkaPort   int             // POD_KAFKA_EMBEDDED_PORT: 0 picks a free port
 	DataDir             string          // POD_DATA_DIR
 	Roles               []string        // POD_ROLES
@@ -70,30 +71,35 @@ type Config struct {
 // Defaults returns the configuration used when nothing is set.
 func Defaults() Config {
 	return Config{
-		Env:                "development",
-		HTTPAddr:           "127.0.0.1:8080",
-		DatabaseURL:        "postgres://postgres@127.0.0.1:5432/pod?sslmode=disable",
-		RedisURL:           "redis://127.0.0.1:6379/0",
-		RedisPrefix:        "pod:",
-		KafkaPartitions:    6,
-		KafkaRetention:     7 * 24 * time.Hour,
-		KafkaDLQRetention:  30 * 24 * time.Hour,
-		DataDir:            "./var",
-		Roles:              slices.Clone(AllRoles),
-		DemoToken:          "demo-token",
-		WebhookRetryDelays: []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour},
-		WebhookTimeout:     10 * time.Second,
-		WebhookConcurrency: 256,
-		WebhookPerEndpoint: 8,
-		DeliveryRetention:  30 * 24 * time.Hour,
-		PushRetryDelays:    []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute},
-		RateLimit:          5000,
-		RateBurst:          10000,
-		AuthFailRate:       10,
-		AuthFailBurst:      100,
-		LogLevel:           "info",
-		ShutdownTimeout:    20 * time.Second,
-		MetricsRefresh:     5 * time.Second,
+		Env:               "development",
+		HTTPAddr:          "127.0.0.1:8080",
+		DatabaseURL:       "postgres://postgres@127.0.0.1:5432/pod?sslmode=disable",
+		RedisURL:          "redis://127.0.0.1:6379/0",
+		RedisPrefix:       "pod:",
+		KafkaPartitions:   6,
+		KafkaRetention:    7 * 24 * time.Hour,
+		KafkaDLQRetention: 30 * 24 * time.Hour,
+		// A killed process's partitions wait this long for a new owner:
+		// Kafka clients' 45 s default would hold its orders' decisions past
+		// the API's wait. The brokers bound it (group.min.session.timeout.ms,
+		// 6 s by default).
+		KafkaSessionTimeout: 10 * time.Second,
+		DataDir:             "./var",
+		Roles:               slices.Clone(AllRoles),
+		DemoToken:           "demo-token",
+		WebhookRetryDelays:  []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour},
+		WebhookTimeout:      10 * time.Second,
+		WebhookConcurrency:  256,
+		WebhookPerEndpoint:  8,
+		DeliveryRetention:   30 * 24 * time.Hour,
+		PushRetryDelays:     []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute},
+		RateLimit:           5000,
+		RateBurst:           10000,
+		AuthFailRate:        10,
+		AuthFailBurst:       100,
+		LogLevel:            "info",
+		ShutdownTimeout:     20 * time.Second,
+		MetricsRefresh:      5 * time.Second,
 	}
 }
 
@@ -180,6 +186,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	num("POD_KAFKA_REPLICATION", &c.KafkaReplication)
 	dur("POD_KAFKA_RETENTION", &c.KafkaRetention)
 	dur("POD_KAFKA_DLQ_RETENTION", &c.KafkaDLQRetention)
+	dur("POD_KAFKA_SESSION_TIMEOUT", &c.KafkaSessionTimeout)
 	str("POD_DATA_DIR", &c.DataDir)
 	if v := strings.TrimSpace(getenv("POD_ROLES")); v != "" && v != "all" {
 		c.Roles = splitList(v)
@@ -252,6 +259,9 @@ func (c Config) Validate() error {
 	}
 	if c.KafkaDLQRetention <= 0 {
 		bad("POD_KAFKA_DLQ_RETENTION: %s must be positive", c.KafkaDLQRetention)
+	}
+	if c.KafkaSessionTimeout < time.Second || c.KafkaSessionTimeout > 30*time.Minute {
+		bad("POD_KAFKA_SESSION_TIMEOUT: %s must be between 1s and 30m (and within the brokers' group.min/max.session.timeout.ms)", c.KafkaSessionTimeout)
 	}
 	if c.EmbeddedKafkaPort < 0 || c.EmbeddedKafkaPort > 65535 {
 		bad("POD_KAFKA_EMBEDDED_PORT: %d is not a port", c.EmbeddedKafkaPort)

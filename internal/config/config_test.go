@@ -52,8 +52,8 @@ func TestKafkaNaming(t *testing.T) {
 	if n := c.Naming(); n.Topic("pod.order.events") != "pod.order.events" || n.Group("order-decider") != "order-decider" {
 		t.Fatalf("default naming %+v is not the identity", n)
 	}
-	if c.KafkaReplication != 0 || c.KafkaRetention != 7*24*time.Hour || c.KafkaDLQRetention != 30*24*time.Hour {
-		t.Fatalf("kafka defaults: %d %s %s", c.KafkaReplication, c.KafkaRetention, c.KafkaDLQRetention)
+	if c.KafkaReplication != 0 || c.KafkaRetention != 7*24*time.Hour || c.KafkaDLQRetention != 30*24*time.Hour || c.KafkaSessionTimeout != 10*time.Second {
+		t.Fatalf("kafka defaults: %d %s %s %s", c.KafkaReplication, c.KafkaRetention, c.KafkaDLQRetention, c.KafkaSessionTimeout)
 	}
 	if r := c.RetryTierRetention(); r != 7*24*time.Hour+12*time.Hour {
 		t.Fatalf("retry tier retention = %s", r)
@@ -114,8 +114,8 @@ func TestInvalidSettingsAreAllReported(t *testing.T) {
 			[]string{"POD_KAFKA_TOPIC_PREFIX", "POD_KAFKA_GROUP_PREFIX"}},
 		{"replication needs real kafka", map[string]string{"POD_KAFKA_REPLICATION": "3"}, []string{"needs KAFKA_BROKERS"}},
 		{"bad replication and retention", map[string]string{"KAFKA_BROKERS": "a:9092", "POD_KAFKA_REPLICATION": "-1",
-			"POD_KAFKA_RETENTION": "0s", "POD_KAFKA_DLQ_RETENTION": "week"},
-			[]string{"POD_KAFKA_REPLICATION", "POD_KAFKA_RETENTION", "POD_KAFKA_DLQ_RETENTION"}},
+			"POD_KAFKA_RETENTION": "0s", "POD_KAFKA_DLQ_RETENTION": "week", "POD_KAFKA_SESSION_TIMEOUT": "500ms"},
+			[]string{"POD_KAFKA_REPLICATION", "POD_KAFKA_RETENTION", "POD_KAFKA_DLQ_RETENTION", "POD_KAFKA_SESSION_TIMEOUT"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
