@@ -40,11 +40,16 @@ type api struct {
 // do sends one request and reads the whole answer, so the connection goes
 // back to the pool.
 func (a *api) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	return a.doOn(ctx, a.base, method, path, body)
+}
+
+// doOn is do on another podsvc of the same service (a replica).
+func (a *api) doOn(ctx context.Context, base, method, path string, body []byte) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +19,9 @@ const lagMetric = "pod_consumer_lag"
 // lagScraper reads podsvc's /metrics every second and keeps, per consumer
 // group, the largest total lag (summed over topics and partitions) seen.
 type lagScraper struct {
-	url string
-	hc  *http.Client
+	url         string
+	groupPrefix string // the run's group prefix on a shared cluster, left out of the report's names
+	hc          *http.Client
 
 	mu      sync.Mutex
 	found   bool
@@ -28,8 +30,8 @@ type lagScraper struct {
 	fails   int
 }
 
-func newLagScraper(base string) *lagScraper {
-	return &lagScraper{url: base + "/metrics", hc: &http.Client{Timeout: 2 * time.Second}, maxLag: map[string]float64{}}
+func newLagScraper(base, groupPrefix string) *lagScraper {
+	return &lagScraper{url: base + "/metrics", groupPrefix: groupPrefix, hc: &http.Client{Timeout: 2 * time.Second}, maxLag: map[string]float64{}}
 }
 
 func (s *lagScraper) run(ctx context.Context) { everySecond(ctx, func() { s.scrape(ctx) }) }
@@ -57,6 +59,7 @@ func (s *lagScraper) scrape(ctx context.Context) {
 	}
 	s.found = true
 	for g, v := range sums {
+		g = strings.TrimPrefix(g, s.groupPrefix)
 		s.maxLag[g] = max(s.maxLag[g], v)
 	}
 }

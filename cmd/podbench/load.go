@@ -46,6 +46,8 @@ func newLoadStats() *loadStats {
 type generator struct {
 	o       options
 	api     *api
+	posts   []string // base URLs the orders go to, in turn
+	next    atomic.Uint64
 	led     *ledger
 	v       variant
 	st      *loadStats
@@ -120,7 +122,8 @@ func (g *generator) send(ctx context.Context, scheduled time.Time) {
 	g.st.sent.Add(1)
 	g.st.inflight.Add(1)
 	rec.sent = time.Now()
-	status, raw, err := g.api.do(ctx, http.MethodPost, "/v1/orders/pod", body)
+	base := g.posts[(g.next.Add(1)-1)%uint64(len(g.posts))]
+	status, raw, err := g.api.doOn(ctx, base, http.MethodPost, "/v1/orders/pod", body)
 	rec.done = time.Now()
 	g.st.inflight.Add(-1)
 	rec.status = status

@@ -28,6 +28,9 @@ type options struct {
 	podsvcEnv []string
 	keep      bool
 
+	kafkaBrokers string // KAFKA_BROKERS of the podsvc started here; empty = its embedded broker
+	replicas     int    // podsvc processes started here, sharing database, Redis and Kafka
+
 	databaseURL string
 	redisURL    string
 
@@ -96,7 +99,10 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.roles, "roles", "all", "POD_ROLES of the podsvc started here")
 	fs.StringVar(&o.podsvcBin, "podsvc-bin", envOr("PODSVC_BIN", ""), "prebuilt podsvc binary (default: go build ./cmd/podsvc into a temp dir)")
 	fs.Var((*listFlag)(&o.podsvcEnv), "podsvc-env", "KEY=VALUE added to the environment of the podsvc started here (repeatable)")
-	fs.BoolVar(&o.keep, "keep", false, "keep the started podsvc's database, data dir and Redis keys")
+	fs.BoolVar(&o.keep, "keep", false, "keep the started podsvc's database, data dir, Redis keys and Kafka topics")
+	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", envOr("KAFKA_BROKERS", ""),
+		"Kafka cluster of the podsvc started here (host:port,…); its topics and groups get a prefix of this run's own, deleted afterwards unless --keep. Empty = podsvc's embedded broker")
+	fs.IntVar(&o.replicas, "replicas", 1, "podsvc processes to start, each with --roles, sharing the database, Redis and Kafka (more than 1 needs --kafka-brokers); POSTs go to them in turn and --fault-kill9 kills the last")
 
 	fs.StringVar(&o.databaseURL, "database-url", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/pod?sslmode=disable"),
 		"Postgres of the read-model check and the baseline; a started podsvc gets a fresh database on this server")
@@ -179,6 +185,15 @@ func (o options) validate() error {
 	}
 	if o.pid != 0 && o.target == "" {
 		bad("--pid goes with --target (a podsvc started here is sampled anyway)")
+	}
+	if o.replicas < 1 {
+		bad("--replicas must be at least 1")
+	}
+	if o.replicas > 1 && o.kafkaBrokers == "" {
+		bad("--replicas %d needs --kafka-brokers: the embedded broker lives inside one podsvc process", o.replicas)
+	}
+	if o.target != "" && (o.replicas > 1 || o.kafkaBrokers != "") {
+		bad("--replicas and --kafka-brokers configure the podsvc started here; they do not go with --target")
 	}
 	if o.fault.kill9 && o.target != "" {
 		bad("--fault-kill9 needs the podsvc started here (no --target): podbench restarts it")

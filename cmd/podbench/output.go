@@ -49,7 +49,10 @@ func printTable(w io.Writer, r result) error {
 	}
 	started := "running"
 	if r.PodsvcStarted {
-		started = "started by podbench"
+		started = "started by podbench, Kafka " + r.Kafka
+		if r.Replicas > 1 {
+			started = fmt.Sprintf("%d processes started by podbench, Kafka %s", r.Replicas, r.Kafka)
+		}
 	}
 	fmt.Fprintf(w, "podbench: %s for %.0fs after %.0fs warmup, target %s (%s)\n", load, r.DurationS, r.WarmupS, r.Target, started)
 	fmt.Fprintf(w, "orders of %s\n\n", r.Variant)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,6 +37,13 @@ type podsvc struct {
 	redisPrefix string
 	env         []string
 	logPath     string
+	name        string // "podsvc", or "podsvc-2" … for further replicas
+
+	// A real cluster: the brokers and the run's own topic and group prefix,
+	// dropped by the first replica's cleanup. Empty: the embedded broker.
+	kafkaBrokers []string
+	kafkaPrefix  string
+	replica      bool // shares the first one's database, Redis keys and topics
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -91,8 +99,16 @@ func newPodsvc(ctx context.Context, o options, run string, allowTargets []string
 	if err != nil {
 		return nil, err
 	}
-	p := &podsvc{tmp: tmp, dataDir: filepath.Join(tmp, "data"), logPath: filepath.Join(tmp, "podsvc.log"),
+	p := &podsvc{tmp: tmp, dataDir: filepath.Join(tmp, "data"), logPath: filepath.Join(tmp, "podsvc.log"), name: "podsvc",
 		dbName: "podbench_" + run, redisURL: o.redisURL, redisPrefix: "podbench:" + run + ":"}
+	if o.kafkaBrokers != "" {
+		for _, b := range strings.Split(o.kafkaBrokers, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				p.kafkaBrokers = append(p.kafkaBrokers, b)
+			}
+		}
+		p.kafkaPrefix = "podbench." + run + "."
+	}
 	if p.addr, err = freeAddr(); err != nil {
 		return p, err
 	}
@@ -131,7 +147,9 @@ func newPodsvc(ctx context.Context, o options, run string, allowTargets []string
 		"POD_RATE_LIMIT":            "1000000",
 		"POD_RATE_BURST":            "1000000",
 		"POD_WEBHOOK_ALLOW_TARGETS": strings.Join(allowTargets, ","),
-		"KAFKA_BROKERS":             "",
+		"KAFKA_BROKERS":             strings.Join(p.kafkaBrokers, ","),
+		"POD_KAFKA_TOPIC_PREFIX":    p.kafkaPrefix,
+		"POD_KAFKA_GROUP_PREFIX":    p.kafkaPrefix,
 	}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -152,6 +170,42 @@ func newPodsvc(ctx context.Context, o options, run string, allowTargets []string
 }
 
 func (p *podsvc) base() string { return "http://" + p.addr }
+
+// kafkaDesc says which Kafka p uses, for the log.
+func (p *podsvc) kafkaDesc() string {
+	if len(p.kafkaBrokers) == 0 {
+		return "embedded Kafka"
+	}
+	return fmt.Sprintf("Kafka %s, prefix %q", strings.Join(p.kafkaBrokers, ","), p.kafkaPrefix)
+}
+
+// newReplica prepares podsvc number n (2, 3, …) of the run: the same
+// binary, database, Redis prefix and Kafka topics and groups as p, with an
+// address, data dir and log of its own.
+func (p *podsvc) newReplica(n int) (*podsvc, error) {
+	name := fmt.Sprintf("podsvc-%d", n)
+	r := &podsvc{bin: p.bin, tmp: filepath.Join(p.tmp, name), name: name, replica: true,
+		dbURL: p.dbURL, dbName: p.dbName, adminURL: p.adminURL, redisURL: p.redisURL, redisPrefix: p.redisPrefix,
+		kafkaBrokers: p.kafkaBrokers, kafkaPrefix: p.kafkaPrefix}
+	r.dataDir, r.logPath = filepath.Join(r.tmp, "data"), filepath.Join(r.tmp, "podsvc.log")
+	if err := os.MkdirAll(r.tmp, 0o755); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.addr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	for _, kv := range p.env {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "POD_HTTP_ADDR":
+			kv = k + "=" + r.addr
+		case "POD_DATA_DIR":
+			kv = k + "=" + r.dataDir
+		}
+		r.env = append(r.env, kv)
+	}
+	return r, nil
+}
 
 func (p *podsvc) createDatabase(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, p.adminURL)
@@ -193,7 +247,7 @@ func (p *podsvc) start(ctx context.Context) error {
 	alive := func() error {
 		select {
 		case <-exited:
-			return fmt.Errorf("podsvc exited during start (%s); last log lines:\n%s", cmd.ProcessState, p.logTail(20))
+			return fmt.Errorf("%s exited during start (%s); last log lines:\n%s", p.name, cmd.ProcessState, p.logTail(20))
 		default:
 			return nil
 		}
@@ -221,7 +275,7 @@ func (p *podsvc) kill9() error {
 	cmd, exited := p.cmd, p.exited
 	p.mu.Unlock()
 	if cmd == nil {
-		return errors.New("podsvc is not running")
+		return fmt.Errorf("%s is not running", p.name)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return err
@@ -247,7 +301,7 @@ func (p *podsvc) stop(grace time.Duration) {
 	select {
 	case <-exited:
 	case <-time.After(grace):
-		say("podsvc did not stop within %s; killing it", grace)
+		say("%s did not stop within %s; killing it", p.name, grace)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 	}
@@ -273,22 +327,40 @@ func (p *podsvc) logTail(n int) string {
 }
 
 // cleanup stops podsvc and, unless keep, drops its database, deletes its
-// Redis keys and removes the temp dir. After a failed run the log is saved
-// next to the temp dir first.
+// Redis keys and Kafka topics and groups, and removes the temp dir. After a
+// failed run the log is saved next to the temp dir first. A replica only
+// stops and saves its log: the first podsvc's cleanup (run last) removes
+// what they share.
 func (p *podsvc) cleanup(keep, failed bool) {
 	p.stop(30 * time.Second)
 	if failed && !keep {
-		saved := p.tmp + ".podsvc.log"
-		if raw, err := os.ReadFile(p.logPath); err == nil && os.WriteFile(saved, raw, 0o644) == nil {
-			say("podsvc log saved to %s", saved)
+		saved := p.tmp + "." + p.name + ".log"
+		if p.replica {
+			saved = filepath.Dir(p.tmp) + "." + p.name + ".log"
 		}
+		if raw, err := os.ReadFile(p.logPath); err == nil && os.WriteFile(saved, raw, 0o644) == nil {
+			say("%s log saved to %s", p.name, saved)
+		}
+	}
+	if p.replica {
+		return
 	}
 	if keep {
 		say("kept: data dir %s, database %s, Redis prefix %q, log %s", p.dataDir, p.dbURL, p.redisPrefix, p.logPath)
+		if p.kafkaPrefix != "" {
+			say("kept: Kafka topics and groups %s* on %s", p.kafkaPrefix, strings.Join(p.kafkaBrokers, ","))
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if p.kafkaPrefix != "" {
+		if topics, groups, err := kafka.DropPrefixed(ctx, p.kafkaBrokers, p.kafkaPrefix); err != nil {
+			say("could not delete Kafka topics and groups %s*: %v", p.kafkaPrefix, err)
+		} else {
+			say("deleted %d Kafka topics and %d groups %s*", topics, groups, p.kafkaPrefix)
+		}
+	}
 	if conn, err := pgx.Connect(ctx, p.adminURL); err == nil {
 		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{p.dbName}.Sanitize()+" WITH (FORCE)"); err != nil {
 			say("could not drop database %s: %v", p.dbName, err)

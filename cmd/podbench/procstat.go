@@ -87,18 +87,18 @@ func hostTicks() (busy, total uint64, err error) {
 	return busy, total, nil
 }
 
-// procSampler samples podsvc's CPU and RSS (and the host's and podbench's
-// own CPU) every second between begin and end. The podsvc pid may change
-// (a restart after kill -9); CPU is then counted per process.
+// procSampler samples the CPU and RSS of podsvc (of every podsvc process,
+// with replicas), the host's and podbench's own CPU every second between
+// begin and end. A pid may change (a restart after kill -9); CPU is counted
+// per process, from each one's first sample on.
 type procSampler struct {
-	pidOf func() int
+	pidsOf func() []int
 
 	mu       sync.Mutex
 	on       bool
-	lastPid  int
-	lastTick uint64
-	svcTicks uint64 // podsvc CPU ticks during the window
-	peakKiB  uint64
+	lastTick map[int]uint64 // per pid, the ticks of its last sample
+	svcTicks uint64         // podsvc CPU ticks during the window, all processes
+	peakKiB  uint64         // the largest single process
 	t0       time.Time
 	t1       time.Time
 	self0    uint64
@@ -108,7 +108,7 @@ type procSampler struct {
 	samples  int
 }
 
-func newProcSampler(pidOf func() int) *procSampler { return &procSampler{pidOf: pidOf} }
+func newProcSampler(pidsOf func() []int) *procSampler { return &procSampler{pidsOf: pidsOf} }
 
 func (s *procSampler) run(ctx context.Context) { everySecond(ctx, s.sample) }
 
@@ -134,7 +134,7 @@ func (s *procSampler) begin() {
 	s.self0, _ = cpuTicks("self")
 	b, t, _ := hostTicks()
 	s.host0 = [2]uint64{b, t}
-	s.lastPid = 0
+	s.lastTick = map[int]uint64{}
 	s.sampleLocked()
 }
 
@@ -158,31 +158,35 @@ func (s *procSampler) sample() {
 }
 
 func (s *procSampler) sampleLocked() {
-	pid := s.pidOf()
-	if pid <= 0 {
-		s.lastPid = 0
-		return
+	seen := false
+	for _, pid := range s.pidsOf() {
+		if pid <= 0 {
+			continue
+		}
+		ticks, err := cpuTicks(strconv.Itoa(pid))
+		if err != nil {
+			delete(s.lastTick, pid)
+			continue
+		}
+		if last, ok := s.lastTick[pid]; ok && ticks >= last {
+			s.svcTicks += ticks - last
+		}
+		s.lastTick[pid] = ticks
+		if rss, hwm, err := memKiB(pid); err == nil {
+			s.peakKiB = max(s.peakKiB, rss, hwm) // VmHWM: the peak between samples
+		}
+		seen = true
 	}
-	ticks, err := cpuTicks(strconv.Itoa(pid))
-	if err != nil {
-		s.lastPid = 0
-		return
+	if seen {
+		s.samples++
 	}
-	if pid == s.lastPid && ticks >= s.lastTick {
-		s.svcTicks += ticks - s.lastTick
-	}
-	s.lastPid, s.lastTick = pid, ticks
-	if rss, hwm, err := memKiB(pid); err == nil {
-		s.peakKiB = max(s.peakKiB, rss, hwm) // VmHWM: the peak between samples
-	}
-	s.samples++
 }
 
 // procReport is the sampler's result; zero values when nothing was sampled.
 type procReport struct {
 	Sampled       bool
-	CPUCores      float64 // podsvc, mean over the window
-	RSSMiB        float64 // podsvc, peak
+	CPUCores      float64 // podsvc (all processes), mean over the window
+	RSSMiB        float64 // podsvc, peak of the largest process
 	HostBusyCores float64
 	HostCores     int
 	SelfCores     float64

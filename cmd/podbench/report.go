@@ -12,7 +12,9 @@ import (
 type result struct {
 	Target        string  `json:"target"`
 	PodsvcStarted bool    `json:"podsvc_started"`
-	Mode          string  `json:"mode"` // open (--rate) or closed (--concurrency)
+	Replicas      int     `json:"replicas,omitempty"` // podsvc processes started here
+	Kafka         string  `json:"kafka,omitempty"`    // of the podsvc started here: "embedded" or the brokers
+	Mode          string  `json:"mode"`               // open (--rate) or closed (--concurrency)
 	Rate          float64 `json:"rate"`
 	Concurrency   int     `json:"concurrency"`
 	DurationS     float64 `json:"duration_s"`
@@ -147,6 +149,12 @@ func buildResult(d runData) result {
 	r := result{Target: d.target, PodsvcStarted: d.started, Rate: o.rate, Concurrency: o.concurrency,
 		DurationS: o.duration.Seconds(), WarmupS: o.warmup.Seconds(),
 		Variant: fmt.Sprintf("%s (%s) of store %s", d.v.SKU, d.v.Category, d.v.StoreName)}
+	if d.started {
+		r.Replicas, r.Kafka = o.replicas, "embedded"
+		if o.kafkaBrokers != "" {
+			r.Kafka = o.kafkaBrokers
+		}
+	}
 	r.Mode = "closed"
 	if o.openLoop() {
 		r.Mode = "open"

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -38,16 +40,30 @@ func run(ctx context.Context, o options) int {
 	}
 
 	target, dbURL := o.target, o.databaseURL
-	var svc *podsvc
-	code := exitSetup // what the deferred clean-up sees
+	var svcs []*podsvc // started here: the first, then its replicas
+	code := exitSetup  // what the deferred clean-up sees
 	if target == "" {
-		svc, err = newPodsvc(ctx, o, runID, allow)
+		svc, err := newPodsvc(ctx, o, runID, allow)
 		if svc != nil {
-			defer func() { svc.cleanup(o.keep, code != exitOK) }()
+			svcs = append(svcs, svc)
+			// Replicas first, the first podsvc last: it drops what they share.
+			defer func() {
+				for i := len(svcs) - 1; i >= 0; i-- {
+					svcs[i].cleanup(o.keep, code != exitOK)
+				}
+			}()
 		}
 		if err != nil {
 			say("%v", err)
 			return exitSetup
+		}
+		for n := 2; n <= o.replicas; n++ {
+			r, err := svc.newReplica(n)
+			if err != nil {
+				say("preparing %s: %v", fmt.Sprintf("podsvc-%d", n), err)
+				return exitSetup
+			}
+			svcs = append(svcs, r)
 		}
 		target, dbURL = svc.base(), svc.dbURL
 	}
@@ -71,14 +87,14 @@ func run(ctx context.Context, o options) int {
 		}
 	}
 
-	if svc != nil {
-		say("starting podsvc on %s (database %s, Redis prefix %q, log %s)", svc.addr, svc.dbName, svc.redisPrefix, svc.logPath)
+	for _, svc := range svcs {
+		say("starting %s on %s (database %s, Redis prefix %q, %s, log %s)", svc.name, svc.addr, svc.dbName, svc.redisPrefix, svc.kafkaDesc(), svc.logPath)
 		t0 := time.Now()
 		if err := svc.start(ctx); err != nil {
 			say("%v", err)
 			return exitSetup
 		}
-		say("podsvc ready after %s (pid %d)", time.Since(t0).Round(time.Millisecond), svc.pid())
+		say("%s ready after %s (pid %d)", svc.name, time.Since(t0).Round(time.Millisecond), svc.pid())
 	}
 
 	conns := o.concurrency
@@ -86,6 +102,13 @@ func run(ctx context.Context, o options) int {
 		conns = o.maxInFlight
 	}
 	a := &api{base: target, token: o.token, hc: newHTTPClient(conns, o.timeout)}
+	posts := []string{target} // where the orders go, in turn
+	if len(svcs) > 1 {
+		posts = posts[:0]
+		for _, svc := range svcs {
+			posts = append(posts, svc.base())
+		}
+	}
 	v, err := awaitVariant(ctx, a, o.category, 60*time.Second)
 	if err != nil {
 		say("finding a variant to order: %v", err)
@@ -125,12 +148,22 @@ func run(ctx context.Context, o options) int {
 	// Samplers.
 	sctx, stopSamplers := context.WithCancel(ctx)
 	defer stopSamplers()
-	pidOf := func() int { return o.pid }
-	if svc != nil {
-		pidOf = svc.pid
+	pidsOf := func() []int { return []int{o.pid} }
+	if len(svcs) > 0 {
+		pidsOf = func() []int {
+			pids := make([]int, len(svcs))
+			for i, svc := range svcs {
+				pids[i] = svc.pid()
+			}
+			return pids
+		}
 	}
-	proc := newProcSampler(pidOf)
-	lag := newLagScraper(target)
+	proc := newProcSampler(pidsOf)
+	groupPrefix := ""
+	if len(svcs) > 0 {
+		groupPrefix = svcs[0].kafkaPrefix
+	}
+	lag := newLagScraper(target, groupPrefix)
 	go proc.run(sctx)
 	go lag.run(sctx)
 
@@ -143,16 +176,23 @@ func run(ctx context.Context, o options) int {
 	}
 	vis := startVisibility(ctx, a, every, o.visibleWorkers)
 
+	// A fault kills (and the environment of its commands describes) the
+	// last podsvc started here: with replicas, one that takes no part in
+	// serving the checks' reads.
+	var victim *podsvc
 	var faultEnv []string
-	if svc != nil {
-		faultEnv = append(faultEnv, "PODBENCH_TARGET="+target, "PODBENCH_DATA_DIR="+svc.dataDir, "PODBENCH_DATABASE_URL="+svc.dbURL)
+	if len(svcs) > 0 {
+		victim = svcs[len(svcs)-1]
+		faultEnv = append(faultEnv, "PODBENCH_TARGET="+victim.base(), "PODBENCH_DATA_DIR="+victim.dataDir,
+			"PODBENCH_DATABASE_URL="+victim.dbURL, "PODBENCH_KAFKA_BROKERS="+strings.Join(victim.kafkaBrokers, ","),
+			"PODBENCH_KAFKA_PREFIX="+victim.kafkaPrefix)
 	}
-	faults := newFaultRun(o.fault, svc, faultEnv)
+	faults := newFaultRun(o.fault, victim, faultEnv)
 	st := newLoadStats()
 	start := time.Now()
 	warmEnd := start.Add(o.warmup)
 	end := warmEnd.Add(o.duration)
-	gen := &generator{o: o, api: a, led: led, v: v, st: st, vis: vis, faults: faults, warmEnd: warmEnd}
+	gen := &generator{o: o, api: a, posts: posts, led: led, v: v, st: st, vis: vis, faults: faults, warmEnd: warmEnd}
 
 	mode := "closed loop"
 	if o.openLoop() {
@@ -224,7 +264,7 @@ func run(ctx context.Context, o options) int {
 		badReports = append(badReports, rep)
 	}
 
-	res := buildResult(runData{o: o, target: target, started: svc != nil, v: v, led: led, st: st, vis: vis, rcv: rcv,
+	res := buildResult(runData{o: o, target: target, started: len(svcs) > 0, v: v, led: led, st: st, vis: vis, rcv: rcv,
 		lag: lag.report(), proc: proc.report(), faults: faults.report(warmEnd), verdict: vd, pgBase: pgBase, httpBase: httpBase,
 		bad: badReports, warmEnd: warmEnd, end: end})
 	if o.jsonOut {

@@ -107,3 +107,60 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, spec TopicSpec, topics ..
 	}
 	return nil
 }
+
+// DropPrefixed deletes the topics and consumer groups whose names start
+// with prefix: what one environment sharing a cluster (a test, a benchmark
+// run) leaves behind. It returns how many of each it deleted.
+func DropPrefixed(ctx context.Context, brokers []string, prefix string) (topics, groups int, err error) {
+	if prefix == "" {
+		return 0, 0, errors.New("drop prefixed: an empty prefix would name everything")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("pod-cleanup"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var errs []error
+	if listed, err := adm.ListTopics(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("list topics: %w", err))
+	} else {
+		var mine []string
+		for _, name := range listed.Names() {
+			if strings.HasPrefix(name, prefix) {
+				mine = append(mine, name)
+			}
+		}
+		if len(mine) > 0 {
+			resp, err := adm.DeleteTopics(ctx, mine...)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("delete topics: %w", err))
+			}
+			topics = len(mine)
+		}
+	}
+	if listed, err := adm.ListGroups(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("list groups: %w", err))
+	} else {
+		var mine []string
+		for _, g := range listed.Groups() {
+			if strings.HasPrefix(g, prefix) {
+				mine = append(mine, g)
+			}
+		}
+		if len(mine) > 0 {
+			resp, err := adm.DeleteGroups(ctx, mine...)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("delete groups: %w", err))
+			}
+			groups = len(mine)
+		}
+	}
+	return topics, groups, errors.Join(errs...)
+}

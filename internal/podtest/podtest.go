@@ -15,10 +15,9 @@ import (
 
 	"github.com/printpod/pod/internal/app"
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/logging"
 	"github.com/printpod/pod/internal/testenv"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // RealKafkaEnv names the brokers of a real Kafka cluster to run the tests
@@ -97,35 +96,9 @@ func Start(t testing.TB, cfg config.Config) *app.App {
 // with prefix on the cluster at brokers, so a shared cluster keeps nothing
 // of a test. Failures are logged, not fatal.
 func DropPrefixed(t testing.TB, brokers []string, prefix string) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("podtest-cleanup"))
-	if err != nil {
-		t.Logf("clean up %s: %v", prefix, err)
-		return
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if topics, err := adm.ListTopics(ctx); err == nil {
-		var mine []string
-		for _, name := range topics.Names() {
-			if strings.HasPrefix(name, prefix) {
-				mine = append(mine, name)
-			}
-		}
-		if _, err := adm.DeleteTopics(ctx, mine...); err != nil {
-			t.Logf("delete topics: %v", err)
-		}
-	}
-	if groups, err := adm.ListGroups(ctx); err == nil {
-		var mine []string
-		for _, g := range groups.Groups() {
-			if strings.HasPrefix(g, prefix) {
-				mine = append(mine, g)
-			}
-		}
-		if _, err := adm.DeleteGroups(ctx, mine...); err != nil {
-			t.Logf("delete groups: %v", err)
-		}
+	if _, _, err := kafka.DropPrefixed(ctx, brokers, prefix); err != nil {
+		t.Logf("clean up %s: %v", prefix, err)
 	}
 }
