@@ -10,6 +10,8 @@
 #                             else's connections are cut; shared: stop the
 #                             machine's own services (127.0.0.1:5432, :6379)
 #   RATE, DURATION, FAULT_AT, OUTAGE   load and fault timing (each script has defaults)
+#   CLUSTER_DURATION          load duration of the Kafka cluster faults, which need
+#                             longer than the others (a node restarts in about 30 s)
 set -euo pipefail
 
 FAULTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -146,4 +148,27 @@ shared_redis() {
 require_shared_services() {
   pg_isready -q -h 127.0.0.1 || die "Postgres is not reachable on 127.0.0.1:5432 (bash deploy/local/services.sh)"
   redis-cli ping >/dev/null 2>&1 || die "Redis is not reachable on 127.0.0.1:6379 (bash deploy/local/services.sh)"
+}
+
+# kafka_cluster makes sure the local 3-node Kafka cluster (deploy/local/kafka.sh)
+# runs and serves, and sets KAFKA_SH and KAFKA_BROKERS. A cluster this run
+# started is stopped on exit; one that was already running is left running,
+# with any node a failed run left down started again.
+kafka_cluster() {
+  local out
+  KAFKA_SH=$REPO/deploy/local/kafka.sh
+  # Someone's cluster when any node runs, serving or not: left running.
+  out=$(bash "$KAFKA_SH" status 2>/dev/null || true)
+  if grep -q 'running (pid' <<<"$out"; then
+    log "using the running Kafka cluster"
+    on_cleanup "bash '$KAFKA_SH' start >/dev/null"
+  else
+    log "starting the local Kafka cluster (deploy/local/kafka.sh start)"
+    on_cleanup "bash '$KAFKA_SH' stop"
+  fi
+  out=$(bash "$KAFKA_SH" start) || die "the local Kafka cluster did not start (see above)"
+  KAFKA_BROKERS=$(sed -n 's/^KAFKA_BROKERS=//p' <<<"$out")
+  [ -n "$KAFKA_BROKERS" ] || die "deploy/local/kafka.sh start printed no KAFKA_BROKERS line"
+  export KAFKA_SH KAFKA_BROKERS
+  log "Kafka: $KAFKA_BROKERS"
 }

@@ -13,6 +13,11 @@
 #   kafka.sh kill-node N      kill -9 node N (fault tests)
 #   kafka.sh start-node N     start node N again and wait until it serves
 #   kafka.sh brokers          print the KAFKA_BROKERS line (no check)
+#   kafka.sh restart-rolling  restart the nodes one at a time (TERM, so a controlled
+#                             shutdown), each only once every partition is back in sync
+#   kafka.sh top-leader TOPIC print the id of the node leading most partitions of TOPIC
+#   kafka.sh tool CLASS ARGS  run one of Kafka's tool classes from the fetched release
+#                             (e.g. org.apache.kafka.tools.consumer.ConsoleConsumer)
 #
 # Kafka's server and tools come from Maven Central (org.apache.kafka:kafka_2.13 and
 # kafka-tools at KAFKA_VERSION, with their runtime dependencies and a log4j2 binding),
@@ -454,10 +459,64 @@ cmd_status() {
   return $ok
 }
 
+# Prints the node that leads the most partitions of topic $1 (the lowest id on a tie),
+# from Kafka's own topic description.
+cmd_top_leader() {
+  [ -n "${1:-}" ] || die "usage: $0 top-leader TOPIC"
+  dist_ready || die "Kafka is not fetched yet: $0 start"
+  local out
+  out=$(kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(brokers)" --describe --topic "$1") \
+    || die "describing topic $1 failed"
+  printf '%s\n' "$out" | sed -n 's/.*Partition: [0-9]*.*Leader: \([0-9-]*\).*/\1/p' | grep -v -- '^-1$' \
+    | sort | uniq -c | sort -k1,1nr -k2,2n | awk 'NR == 1 { print $2; found = 1 } END { exit !found }' \
+    || die "topic $1 has no partition with a leader"
+}
+
+# Waits until no partition of the cluster is under-replicated (every replica back in
+# its ISR), as Kafka's own topic description reports it.
+wait_in_sync() {
+  local deadline out
+  deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+  while :; do
+    if out=$(kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(brokers)" --describe \
+        --under-replicated-partitions 2>/dev/null) && [ -z "$(printf '%s' "$out" | tr -d '[:space:]')" ]; then
+      return 0
+    fi
+    [ "$SECONDS" -lt "$deadline" ] || die "partitions still under-replicated after ${KAFKA_START_TIMEOUT}s:
+$out"
+    sleep 1
+  done
+}
+
+# A rolling restart: node after node is stopped (controlled shutdown moves its
+# leaderships away), started again, and waited for until it serves and every
+# partition is back in sync, so min.insync.replicas holds throughout.
+cmd_restart_rolling() {
+  lock
+  ensure_java
+  ensure_dist
+  local n
+  for n in $NODES; do
+    [ -n "$(node_pid "$n")" ] || die "node $n is not running: a rolling restart needs the whole cluster ($0 start)"
+  done
+  wait_in_sync
+  for n in $NODES; do
+    say "rolling restart: node $n"
+    stop_nodes TERM "$n"
+    write_config "$n"
+    start_node_process "$n"
+    wait_serving "$n"
+    wait_in_sync
+    say "rolling restart: node $n is back and every partition is in sync"
+  done
+}
+
 usage() {
   cat >&2 <<EOF
 usage: $0 start|stop|status|brokers
        $0 stop-node N|start-node N|kill-node N     (N = 1, 2 or 3)
+       $0 restart-rolling | top-leader TOPIC
+       $0 tool CLASS [ARGS...]
 EOF
   exit 2
 }
@@ -470,5 +529,13 @@ case "${1:-}" in
   start-node) cmd_start_node "${2:-}" ;;
   stop-node) check_node_arg "${2:-}" stop-node; lock; stop_nodes TERM "$2" ;;
   kill-node) check_node_arg "${2:-}" kill-node; lock; stop_nodes KILL "$2" ;;
+  top-leader) cmd_top_leader "${2:-}" ;;
+  restart-rolling) cmd_restart_rolling ;;
+  tool)
+    [ -n "${2:-}" ] || usage
+    dist_ready || die "Kafka is not fetched yet: $0 start"
+    shift
+    kafka_tool "$@"
+    ;;
   *) usage ;;
 esac
