@@ -101,7 +101,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Var((*listFlag)(&o.podsvcEnv), "podsvc-env", "KEY=VALUE added to the environment of the podsvc started here (repeatable)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the started podsvc's database, data dir, Redis keys and Kafka topics")
 	fs.StringVar(&o.kafkaBrokers, "kafka-brokers", envOr("KAFKA_BROKERS", ""),
-		"Kafka cluster of the podsvc started here (host:port,…); its topics and groups get a prefix of this run's own, deleted afterwards unless --keep. Empty = podsvc's embedded broker")
+		"Kafka cluster of the podsvc started here (host:port,…); its topics and groups get a prefix of this run's own, deleted afterwards unless --keep. Empty = podsvc's embedded broker. With --target: the target's cluster, read for the records-per-order cost")
 	fs.IntVar(&o.replicas, "replicas", 1, "podsvc processes to start, each with --roles, sharing the database, Redis and Kafka (more than 1 needs --kafka-brokers); POSTs go to them in turn and --fault-kill9 kills the last")
 
 	fs.StringVar(&o.databaseURL, "database-url", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/pod?sslmode=disable"),
@@ -192,8 +192,8 @@ func (o options) validate() error {
 	if o.replicas > 1 && o.kafkaBrokers == "" {
 		bad("--replicas %d needs --kafka-brokers: the embedded broker lives inside one podsvc process", o.replicas)
 	}
-	if o.target != "" && (o.replicas > 1 || o.kafkaBrokers != "") {
-		bad("--replicas and --kafka-brokers configure the podsvc started here; they do not go with --target")
+	if o.target != "" && o.replicas > 1 {
+		bad("--replicas starts podsvc processes here; it does not go with --target")
 	}
 	if o.fault.kill9 && o.target != "" {
 		bad("--fault-kill9 needs the podsvc started here (no --target): podbench restarts it")

@@ -80,6 +80,14 @@ func printTable(w io.Writer, r result) error {
 		row("projection lag", "%s", r.ProjectionLagSource)
 	}
 	row("podsvc", "cpu %s cores (mean)  rss %s MiB (peak)", opt(r.CPUCores, "%.2f"), opt(r.RSSMiB, "%.0f"))
+	by := r.CPUMsPerOrderBy
+	row("cost/order", "cpu %s ms (podsvc %.2f, postgres %.2f, redis %.2f%s)  over %d orders, first send to end of drain",
+		opt(r.CPUMsPerOrder, "%.2f"), by[cpuPodsvc], by[cpuPostgres], by[cpuRedis], kafkaCPU(by), r.Orders)
+	row("", "postgres %s commits, %s rows written, %s rows read  kafka %s records produced",
+		opt(r.PgCommitsPerOrder, "%.2f"), opt(r.PgWrittenPerOrder, "%.1f"), opt(r.PgReadPerOrder, "%.1f"), opt(r.KafkaRecordsPerOrder, "%.2f"))
+	for _, e := range r.Errors {
+		row("", "not measured: %s", e)
+	}
 	row("machine", "%.2f of %d cores busy; podbench itself %.2f cores", r.HostBusyCores, r.HostCores, r.PodbenchCores)
 	if r.PgInsertPerS == nil && r.HTTPBaselinePerS == nil {
 		row("baselines", "not measured")
@@ -184,4 +192,13 @@ func restartList(s []float64) string {
 		parts[i] = fmt.Sprintf("%.2fs", x)
 	}
 	return "(podsvc ready " + strings.Join(parts, ", ") + " after the kill)"
+}
+
+// kafkaCPU shows the brokers' CPU per order when a real cluster's was
+// measured (it is not part of the total).
+func kafkaCPU(by map[string]float64) string {
+	if v, ok := by[cpuKafka]; ok {
+		return fmt.Sprintf("; kafka brokers %.2f more", v)
+	}
+	return ""
 }

@@ -106,3 +106,30 @@ func TestCheckClassifiesRepeats(t *testing.T) {
 		t.Errorf("repeats: %+v", v)
 	}
 }
+
+func TestProcessGroupCountsOnlyTheServicesProcesses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    procInfo
+		want string
+	}{
+		{"the postmaster counts", procInfo{"postgres", "/usr/lib/postgresql/15/bin/postgres -D /var/lib/postgresql/15/main"}, cpuPostgres},
+		{"a backend of the service's database counts", procInfo{"postgres", "postgres: postgres podbench_1a2b 127.0.0.1(51234) idle"}, cpuPostgres},
+		{"a socket backend of the service's database counts", procInfo{"postgres", "postgres: postgres podbench_1a2b [local] SELECT"}, cpuPostgres},
+		{"a backend of another database does not", procInfo{"postgres", "postgres: postgres other_db 127.0.0.1(51234) idle in transaction"}, ""},
+		{"the checkpointer counts", procInfo{"postgres", "postgres: checkpointer"}, cpuPostgres},
+		{"the WAL writer counts", procInfo{"postgres", "postgres: walwriter"}, cpuPostgres},
+		{"an autovacuum worker of the database counts", procInfo{"postgres", "postgres: autovacuum worker podbench_1a2b"}, cpuPostgres},
+		{"an autovacuum worker of another database does not", procInfo{"postgres", "postgres: autovacuum worker other_db"}, ""},
+		{"redis counts", procInfo{"redis-server", "redis-server 127.0.0.1:6379"}, cpuRedis},
+		{"a Kafka node is the kafka group", procInfo{"java", "java -Xmx512m -cp libs/* kafka.Kafka /x/server.properties"}, cpuKafka},
+		{"another JVM is nothing", procInfo{"java", "java -cp libs/* org.apache.kafka.tools.TopicCommand --list"}, ""},
+		{"a shell is nothing", procInfo{"bash", "bash -c true"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := processGroup(tc.p, "podbench_1a2b"); got != tc.want {
+				t.Fatalf("processGroup(%q) = %q, want %q", tc.p.cmdline, got, tc.want)
+			}
+		})
+	}
+}

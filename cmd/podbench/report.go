@@ -67,6 +67,8 @@ type result struct {
 	HostCores     int      `json:"host_cores"`
 	PodbenchCores float64  `json:"podbench_cores"`
 
+	costReport // per accepted order, over the whole run (flattened into the JSON)
+
 	PgInsertPerS     *float64 `json:"pg_insert_per_s"`
 	HTTPBaselinePerS *float64 `json:"http_baseline_per_s"`
 	RatioPg          *float64 `json:"ratio_pg"`
@@ -135,6 +137,7 @@ type runData struct {
 	bad      []badReport
 	warmEnd  time.Time
 	end      time.Time
+	cost     *costMeter
 }
 
 func round(x float64, places int) float64 {
@@ -304,6 +307,7 @@ func buildResult(d runData) result {
 	}
 	r.BadReceivers = d.bad
 
+	r.costReport = d.cost.report(r.AcceptedTotal)
 	r.Failures = failures(o, r, v)
 	r.OK = len(r.Failures) == 0
 	return r

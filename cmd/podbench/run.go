@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -188,6 +189,25 @@ func run(ctx context.Context, o options) int {
 			"PODBENCH_KAFKA_PREFIX="+victim.kafkaPrefix)
 	}
 	faults := newFaultRun(o.fault, victim, faultEnv)
+	// The cost meter: podsvc's database, its Kafka and its processes.
+	kafkaOf := func() ([]string, error) {
+		return nil, errors.New("the target's Kafka is unknown: give --kafka-brokers")
+	}
+	kafkaPrefix := ""
+	switch {
+	case len(svcs) > 0 && len(svcs[0].kafkaBrokers) > 0:
+		brokers := svcs[0].kafkaBrokers
+		kafkaOf, kafkaPrefix = func() ([]string, error) { return brokers, nil }, svcs[0].kafkaPrefix
+	case len(svcs) > 0:
+		kafkaOf = embeddedBrokers(svcs[0].dataDir)
+	case o.kafkaBrokers != "":
+		brokers := strings.Split(o.kafkaBrokers, ",")
+		kafkaOf = func() ([]string, error) { return brokers, nil }
+	}
+	cost := newCostMeter(dbURL, pidsOf, kafkaOf, kafkaPrefix, o.kafkaBrokers != "")
+	go cost.cpu.run(sctx)
+	cost.begin(ctx)
+
 	st := newLoadStats()
 	start := time.Now()
 	warmEnd := start.Add(o.warmup)
@@ -226,6 +246,7 @@ func run(ctx context.Context, o options) int {
 	}
 
 	drain(ctx, led, rcv, o.expect, o.drainTimeout)
+	cost.end(ctx)
 	if o.settle > 0 {
 		sleepUntil(ctx, time.Now().Add(o.settle))
 	}
@@ -266,7 +287,7 @@ func run(ctx context.Context, o options) int {
 
 	res := buildResult(runData{o: o, target: target, started: len(svcs) > 0, v: v, led: led, st: st, vis: vis, rcv: rcv,
 		lag: lag.report(), proc: proc.report(), faults: faults.report(warmEnd), verdict: vd, pgBase: pgBase, httpBase: httpBase,
-		bad: badReports, warmEnd: warmEnd, end: end})
+		bad: badReports, warmEnd: warmEnd, end: end, cost: cost})
 	if o.jsonOut {
 		err = printJSON(os.Stdout, res)
 	} else {
