@@ -286,14 +286,22 @@ start_node_process() {
     port_busy "$p" && die "port $HOST:$p (node $n) is in use by another process; set KAFKA_BASE_PORT"
   done
   say "starting node $n (broker $HOST:$(broker_port "$n"), controller $HOST:$(controller_port "$n"))"
-  # setsid: the node outlives this script and the caller's terminal or job group;
-  # 9>&- keeps the cluster lock out of it.
-  # shellcheck disable=SC2086
-  setsid java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
-    -Djava.awt.headless=true -Dkafka.logs.dir="$d/logs" \
-    -Dlog4j2.configurationFile="$d/log4j2.properties" $KAFKA_JVM_OPTS \
-    -cp "$libs/*" kafka.Kafka "$d/server.properties" \
-    >"$d/logs/kafka.out" 2>&1 </dev/null 9>&- &
+  # setsid: the node outlives this script and the caller's terminal or job group.
+  # Every descriptor but the standard three is closed first: a node must not hold
+  # this script's cluster lock, nor any lock or pipe its caller left open (a
+  # caller's flock would otherwise stay taken for as long as the node runs).
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    # shellcheck disable=SC2086
+    exec setsid java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+      -Djava.awt.headless=true -Dkafka.logs.dir="$d/logs" \
+      -Dlog4j2.configurationFile="$d/log4j2.properties" $KAFKA_JVM_OPTS \
+      -cp "$libs/*" kafka.Kafka "$d/server.properties" \
+      >"$d/logs/kafka.out" 2>&1 </dev/null
+  ) &
   pid=$!
   echo "$pid" >"$d/kafka.pid"
 }
