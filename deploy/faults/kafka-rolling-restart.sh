@@ -7,13 +7,13 @@
 # lost or delivered twice.
 #
 #   deploy/faults/kafka-rolling-restart.sh [extra podbench flags]
-#   RATE=100 CLUSTER_DURATION=150s FAULT_AT=10s deploy/faults/kafka-rolling-restart.sh
+#   RATE=100 CLUSTER_DURATION=240s FAULT_AT=10s deploy/faults/kafka-rolling-restart.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_shared_services
 build
 kafka_cluster
-log "kafka-rolling-restart: ${RATE:-100}/s for ${CLUSTER_DURATION:-150s}, rolling restart of the 3 nodes from ${FAULT_AT:-10s}"
-podbench --kafka-brokers "$KAFKA_BROKERS" --rate "${RATE:-100}" --duration "${CLUSTER_DURATION:-150s}" --warmup 2s \
+log "kafka-rolling-restart: ${RATE:-100}/s for ${CLUSTER_DURATION:-240s}, rolling restart of the 3 nodes from ${FAULT_AT:-10s}"
+podbench --kafka-brokers "$KAFKA_BROKERS" --rate "${RATE:-100}" --duration "${CLUSTER_DURATION:-240s}" --warmup 2s \
   --fault-at "${FAULT_AT:-10s}" --fault-name "rolling restart of the 3 Kafka nodes" \
   --fault-cmd "bash '$KAFKA_SH' restart-rolling" \
   --require-accepted-during-fault --require-accepted-after-fault --drain-timeout "${DRAIN:-120s}" "$@"
