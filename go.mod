@@ -2,6 +2,14 @@ module github.com/printpod/pod
 
 go 1.26.8
 
+// Local state the go command must not walk: the Kafka cluster's data and jars
+// (deploy/local/kafka.sh), which change under a running cluster, and the docs
+// page's npm packages.
+ignore (
+	./var
+	./web/docs/node_modules
+)
+
 require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
