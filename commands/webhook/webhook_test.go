@@ -1,0 +1,141 @@
+package webhook
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
+)
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	earlier := now.Add(-time.Hour)
+	client, other := uuid.New(), uuid.New()
+	hookID := uuid.New()
+	str := func(s string) *string { return &s }
+	yes, no := true, false
+	reason := ReasonTooManyFailures
+
+	// active is a webhook of client at generation 2.
+	active := func() *Webhook {
+		return &Webhook{ID: hookID, AccountID: client, URL: "https://shop.example/hooks", Description: str("orders"),
+			Topics: []string{"order.created"}, IsActive: true, Gen: 2, Secret: "sealed-1", CreatedAt: earlier, UpdatedAt: earlier}
+	}
+	disabled := func() *Webhook {
+		w := active()
+		w.IsActive, w.DisabledReason = false, &reason
+		return w
+	}
+	hooksOf := func(ws ...*Webhook) map[uuid.UUID]*Webhook {
+		m := map[uuid.UUID]*Webhook{}
+		for _, w := range ws {
+			m[w.ID] = w
+		}
+		return m
+	}
+	fiveOthers := func() map[uuid.UUID]*Webhook {
+		m := map[uuid.UUID]*Webhook{}
+		for range MaxPerClient {
+			w := active()
+			w.ID = uuid.New()
+			m[w.ID] = w
+		}
+		return m
+	}
+	create := Command{ID: uuid.New(), Kind: KindCreate, AccountID: client, WebhookID: hookID,
+		URL: str("https://shop.example/hooks"), Topics: []string{"order.created"}, Secret: "sealed-1"}
+	cmd := func(kind string, edit func(*Command)) Command {
+		c := Command{ID: uuid.New(), Kind: kind, AccountID: client, WebhookID: hookID}
+		if edit != nil {
+			edit(&c)
+		}
+		return c
+	}
+	// changed is active() after edit, updated now.
+	changed := func(base func() *Webhook, edit func(*Webhook)) *Webhook {
+		w := base()
+		edit(w)
+		w.UpdatedAt = now
+		return w
+	}
+
+	for _, tc := range []struct {
+		name    string
+		hooks   map[uuid.UUID]*Webhook
+		cmd     Command
+		want    Change
+		wantErr error // nil: no error; errAny: any error
+	}{
+		{"a create makes an active webhook of generation 1", hooksOf(), create,
+			Change{Webhook: &Webhook{ID: hookID, AccountID: client, URL: "https://shop.example/hooks", Topics: []string{"order.created"},
+				IsActive: true, Gen: 1, Secret: "sealed-1", CreatedAt: now, UpdatedAt: now}, EventType: schemas.TypeWebhookCreated}, nil},
+		{"the same create again changes nothing", hooksOf(active()), create, Change{}, nil},
+		{"a sixth webhook is refused", fiveOthers(), create, Change{}, ErrLimitReached},
+		{"a create without a secret is refused", hooksOf(), cmd(KindCreate, func(c *Command) { c.URL, c.Topics = str("https://x.example"), []string{"order.created"} }), Change{}, errAny},
+		{"another client's webhook is not found", hooksOf(active()), cmd(KindUpdate, func(c *Command) { c.AccountID = other; c.URL = str("https://y.example") }), Change{}, ErrNotFound},
+		{"an update of a missing webhook is not found", hooksOf(), cmd(KindUpdate, func(c *Command) { c.URL = str("https://y.example") }), Change{}, ErrNotFound},
+		{"a delete announces the deletion and leaves no state", hooksOf(active()), cmd(KindDelete, nil), Change{EventType: schemas.TypeWebhookDeleted}, nil},
+		{"a rotation signs with the new secret and keeps the old one for the overlap", hooksOf(active()), cmd(KindRotate, func(c *Command) { c.Secret = "sealed-2" }),
+			Change{Webhook: changed(active, func(w *Webhook) {
+				until := now.Add(RotationOverlap)
+				w.Secret, w.PreviousSecret, w.PreviousSecretUntil = "sealed-2", str("sealed-1"), &until
+			}), EventType: schemas.TypeWebhookSecretRotated}, nil},
+		{"a rotation without a secret is refused", hooksOf(active()), cmd(KindRotate, nil), Change{}, errAny},
+		{"an automatic disable of the current generation turns it off with its reason", hooksOf(active()),
+			cmd(KindDisable, func(c *Command) { c.Gen, c.Reason = 2, ReasonTooManyFailures }),
+			Change{Webhook: changed(active, func(w *Webhook) { w.IsActive, w.DisabledReason = false, &reason }), EventType: schemas.TypeWebhookDisabled}, nil},
+		{"an automatic disable counted for an earlier generation changes nothing", hooksOf(active()),
+			cmd(KindDisable, func(c *Command) { c.Gen, c.Reason = 1, ReasonTooManyFailures }), Change{}, nil},
+		{"an automatic disable of an inactive webhook changes nothing", hooksOf(disabled()),
+			cmd(KindDisable, func(c *Command) { c.Gen, c.Reason = 2, ReasonTooManyFailures }), Change{}, nil},
+		{"re-activation starts a new generation and clears the reason", hooksOf(disabled()), cmd(KindUpdate, func(c *Command) { c.IsActive = &yes }),
+			Change{Webhook: changed(active, func(w *Webhook) { w.Gen = 3 }), EventType: schemas.TypeWebhookEnabled}, nil},
+		{"the client's deactivation keeps the generation and gives no reason", hooksOf(active()), cmd(KindUpdate, func(c *Command) { c.IsActive = &no }),
+			Change{Webhook: changed(active, func(w *Webhook) { w.IsActive = false }), EventType: schemas.TypeWebhookDisabled}, nil},
+		{"activating an active webhook is a plain update", hooksOf(active()), cmd(KindUpdate, func(c *Command) { c.IsActive = &yes }),
+			Change{Webhook: changed(active, func(*Webhook) {}), EventType: schemas.TypeWebhookUpdated}, nil},
+		{"an update sets url and topics and leaves the description", hooksOf(active()),
+			cmd(KindUpdate, func(c *Command) { c.URL, c.Topics = str("https://new.example/h"), []string{"order.cancelled"} }),
+			Change{Webhook: changed(active, func(w *Webhook) { w.URL, w.Topics = "https://new.example/h", []string{"order.cancelled"} }), EventType: schemas.TypeWebhookUpdated}, nil},
+		{"an update can clear the description", hooksOf(active()), cmd(KindUpdate, func(c *Command) { c.SetDescription = true }),
+			Change{Webhook: changed(active, func(w *Webhook) { w.Description = nil }), EventType: schemas.TypeWebhookUpdated}, nil},
+		{"an unknown kind is refused", hooksOf(active()), cmd("explode", nil), Change{}, errAny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := map[uuid.UUID]Webhook{}
+			for id, w := range tc.hooks {
+				before[id] = *w
+			}
+			got, err := Decide(tc.hooks, tc.cmd, now.In(time.FixedZone("elsewhere", 3600)))
+			switch {
+			case tc.wantErr == errAny && err == nil:
+				t.Fatalf("Decide accepted the command: %+v", got)
+			case tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+				t.Fatalf("Decide error = %v, want %v", err, tc.wantErr)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Decide =\n  %+v\nwant\n  %+v", describe(got), describe(tc.want))
+			}
+			for id, w := range tc.hooks {
+				if !reflect.DeepEqual(*w, before[id]) {
+					t.Fatalf("Decide changed its input state of %s", id)
+				}
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
+
+func describe(c Change) any {
+	if c.Webhook == nil {
+		return c
+	}
+	return struct {
+		Webhook   Webhook
+		EventType string
+	}{*c.Webhook, c.EventType}
+}
