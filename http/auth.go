@@ -29,7 +29,7 @@ const (
 )
 
 func unauthorized(msg string) *Error {
-	return &Error{Status: fiber.StatusUnauthorized, Code: schemas.CodeUnauthorized, Message: msg}
+	return &Error{Code: schemas.CodeUnauthorized, Message: msg}
 }
 
 // badTokens remembers token hashes that named no active token, so a bad
@@ -63,7 +63,7 @@ func requireToken(auth Authenticator, rdb *redis.Client, cfg RateLimit, log *slo
 			res, err := limiter.Allow(ctx, prefix+"authfail:"+c.IP(), authFailLimit)
 			cancel()
 			if err == nil && res.Allowed == 0 {
-				return &Error{Status: fiber.StatusTooManyRequests, Code: schemas.CodeRateLimited, RetryAfter: max(1, int(math.Ceil(res.RetryAfter.Seconds()))),
+				return &Error{Code: schemas.CodeRateLimited, RetryAfter: max(1, int(math.Ceil(res.RetryAfter.Seconds()))),
 					Message: "too many failed authentications from this address; retry after the number of seconds in Retry-After"}
 			}
 			if err != nil {

@@ -274,11 +274,11 @@ func (w *BatchWorker) work(ctx context.Context, t *batchTask) {
 		return
 	}
 	e := orderError(err)
-	if e.Status >= 500 {
+	if e.Status() >= 500 {
 		// Not decided (a dependency away): the item is worked again later.
-		w.Log.Warn("batch item not decided; will retry", "batch", t.batch, "index", t.idx, "status", e.Status)
+		w.Log.Warn("batch item not decided; will retry", "batch", t.batch, "index", t.idx, "status", e.Status())
 		return
 	}
-	t.status = e.Status
+	t.status = e.Status()
 	t.result, _ = marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/printpod/pod/schemas"
 )
 
-// Error is an API error: it becomes the response {error, message, details}.
+// Error is an API error: it becomes the response {error, message, details},
+// with the status the catalogue (schemas.ErrorStatus) gives its code.
 type Error struct {
-	Status  int
 	Code    string
 	Message string
 	Details map[string]any
@@ -23,12 +23,15 @@ type Error struct {
 	RetryAfter int
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status(), e.Code, e.Message) }
+
+// Status is the HTTP status of the error's code.
+func (e *Error) Status() int { return schemas.ErrorStatus(e.Code) }
 
 // Validation is a 400 VALIDATION_ERROR about one field (a JSON path or a
 // query/path parameter name).
 func Validation(field, message string) *Error {
-	e := &Error{Status: fiber.StatusBadRequest, Code: schemas.CodeValidation, Message: message}
+	e := &Error{Code: schemas.CodeValidation, Message: message}
 	if field != "" {
 		e.Details = map[string]any{"field": field}
 	}
@@ -38,12 +41,12 @@ func Validation(field, message string) *Error {
 // NotFound is the 404 answered for a missing resource and for another
 // account's resource alike.
 func NotFound(what string) *Error {
-	return &Error{Status: fiber.StatusNotFound, Code: schemas.CodeNotFound, Message: what + " not found"}
+	return &Error{Code: schemas.CodeNotFound, Message: what + " not found"}
 }
 
 // Unavailable is the 503 answered when a dependency is down.
 func Unavailable(what string) *Error {
-	return &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable,
+	return &Error{Code: schemas.CodeServiceUnavailable,
 		Message: what + " is unavailable; try again shortly", RetryAfter: 2}
 }
 
@@ -57,20 +60,20 @@ type errorBody struct {
 func errorHandler(log *slog.Logger, methods *methodTable) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		apiErr := toAPIError(err)
-		if apiErr.Status == fiber.StatusMethodNotAllowed && c.GetRespHeader(fiber.HeaderAllow) == "" {
+		if apiErr.Status() == fiber.StatusMethodNotAllowed && c.GetRespHeader(fiber.HeaderAllow) == "" {
 			apiErr = methodNotAllowed(c, methods.allowed(c.Path()))
 		}
-		if apiErr.Status >= 500 {
+		if apiErr.Status() >= 500 {
 			log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(),
-				"route", methods.routeOf(c), "status", apiErr.Status, "err", err)
+				"route", methods.routeOf(c), "status", apiErr.Status(), "err", err)
 		}
 		if apiErr.RetryAfter > 0 {
 			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(apiErr.RetryAfter))
 		}
-		if apiErr.Status == fiber.StatusUnauthorized {
+		if apiErr.Status() == fiber.StatusUnauthorized {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="pod"`)
 		}
-		return c.Status(apiErr.Status).JSON(errorBody{Error: apiErr.Code, Message: apiErr.Message, Details: apiErr.Details})
+		return c.Status(apiErr.Status()).JSON(errorBody{Error: apiErr.Code, Message: apiErr.Message, Details: apiErr.Details})
 	}
 }
 
@@ -83,25 +86,23 @@ func toAPIError(err error) *Error {
 	if errors.As(err, &fe) {
 		switch fe.Code {
 		case fiber.StatusNotFound:
-			return &Error{Status: fe.Code, Code: schemas.CodeNotFound, Message: "no such endpoint"}
+			return &Error{Code: schemas.CodeNotFound, Message: "no such endpoint"}
 		case fiber.StatusMethodNotAllowed:
-			return &Error{Status: fe.Code, Code: schemas.CodeMethodNotAllowed, Message: "method not allowed on this endpoint"}
+			return &Error{Code: schemas.CodeMethodNotAllowed, Message: "method not allowed on this endpoint"}
 		case fiber.StatusRequestEntityTooLarge:
-			return &Error{Status: fe.Code, Code: schemas.CodePayloadTooLarge, Message: "request body is larger than 1 MiB"}
+			return &Error{Code: schemas.CodePayloadTooLarge, Message: "request body is larger than 1 MiB"}
 		}
 		if fe.Code < 500 {
 			// Fiber's own messages can quote the raw request (a malformed
 			// header line, Authorization included): answer with the
-			// status's standard text, never with request bytes.
-			status := fe.Code
-			if status == fiber.StatusUnprocessableEntity {
-				status = fiber.StatusBadRequest
-			}
-			return &Error{Status: status, Code: schemas.CodeValidation, Message: "malformed request: " + strings.ToLower(utils.StatusMessage(status))}
+			// status's standard text, never with request bytes. Whatever
+			// Fiber's status (a header too large, a malformed line), the
+			// request is invalid: 400 VALIDATION_ERROR, as the catalogue says.
+			return &Error{Code: schemas.CodeValidation, Message: "malformed request: " + strings.ToLower(utils.StatusMessage(fe.Code))}
 		}
 	}
 	if pg.IsUnavailable(err) {
 		return Unavailable("the database")
 	}
-	return &Error{Status: fiber.StatusInternalServerError, Code: schemas.CodeInternal, Message: "internal error"}
+	return &Error{Code: schemas.CodeInternal, Message: "internal error"}
 }

@@ -77,7 +77,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 				continue
 			}
 			if prev.Digest != digest {
-				return &Error{Status: fiber.StatusUnprocessableEntity, Code: schemas.CodeIdempotencyReused,
+				return &Error{Code: schemas.CodeIdempotencyReused,
 					Message: "this Idempotency-Key was used with a different request body; use a new key for a new request",
 					Details: map[string]any{"field": "Idempotency-Key"}}
 			}
@@ -94,7 +94,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 				return c.Status(prev.Status).Send(prev.Body)
 			}
 			if time.Now().After(deadline) {
-				return &Error{Status: fiber.StatusConflict, Code: schemas.CodeIdempotencyInUse, RetryAfter: 1,
+				return &Error{Code: schemas.CodeIdempotencyInUse, RetryAfter: 1,
 					Message: "a request with this Idempotency-Key is still being processed; repeat it shortly"}
 			}
 			time.Sleep(50 * time.Millisecond)

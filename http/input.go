@@ -156,7 +156,7 @@ func decodeBody(c *fiber.Ctx) error {
 }
 
 func tooLarge() *Error {
-	return &Error{Status: fiber.StatusRequestEntityTooLarge, Code: schemas.CodePayloadTooLarge,
+	return &Error{Code: schemas.CodePayloadTooLarge,
 		Message: "request body is larger than 1 MiB"}
 }
 

@@ -40,8 +40,8 @@ func TestCheckJSON(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			if err.Status != 400 || err.Code != "VALIDATION_ERROR" {
-				t.Fatalf("answer %d %s", err.Status, err.Code)
+			if err.Status() != 400 || err.Code != "VALIDATION_ERROR" {
+				t.Fatalf("answer %d %s", err.Status(), err.Code)
 			}
 			got, _ := err.Details["field"].(string)
 			if got != c.field {

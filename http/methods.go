@@ -119,7 +119,7 @@ func matchSegments(tmpl, segs []string) bool {
 func methodNotAllowed(c *fiber.Ctx, allowed []string) *Error {
 	allow := strings.Join(allowed, ", ")
 	c.Set(fiber.HeaderAllow, allow)
-	return &Error{Status: fiber.StatusMethodNotAllowed, Code: schemas.CodeMethodNotAllowed,
+	return &Error{Code: schemas.CodeMethodNotAllowed,
 		Message: "method not allowed on this endpoint; allowed: " + allow}
 }
 

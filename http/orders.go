@@ -38,7 +38,7 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 	created, projected, err := o.createProjected(ctx, in)
 	if err != nil {
 		e := orderError(err)
-		return e.Status, e
+		return e.Status(), e
 	}
 	if !projected {
 		// The order exists (decided and durable); only the read model lags.
@@ -50,7 +50,7 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 	}
 	if res, err = o.Queries.WithStatus(ctx, res, created.Decision.Status); err != nil {
 		e := toAPIError(err)
-		return e.Status, e
+		return e.Status(), e
 	}
 	return fiber.StatusCreated, res
 }
@@ -85,25 +85,21 @@ func orderError(err error) *Error {
 	var big *order.TooLargeError
 	switch {
 	case errors.As(err, &big):
-		return &Error{Status: fiber.StatusRequestEntityTooLarge, Code: schemas.CodePayloadTooLarge, Message: big.Error()}
+		return &Error{Code: schemas.CodePayloadTooLarge, Message: big.Error()}
 	case errors.As(err, &fe):
 		return Validation(fe.Field, fe.Message)
 	case errors.As(err, &dup):
-		return &Error{Status: fiber.StatusConflict, Code: schemas.CodeDuplicateOrder, Message: dup.Error(),
+		return &Error{Code: schemas.CodeDuplicateOrder, Message: dup.Error(),
 			Details: map[string]any{"order_id": dup.OrderID}}
 	case errors.As(err, &rej):
-		status := fiber.StatusConflict
-		switch rej.Code {
-		case schemas.CodeNotFound:
+		if rej.Code == schemas.CodeNotFound {
 			return NotFound("order")
-		case schemas.CodeValidation:
-			status = fiber.StatusBadRequest
 		}
-		return &Error{Status: status, Code: rej.Code, Message: rej.Message}
+		return &Error{Code: rej.Code, Message: rej.Message}
 	case errors.Is(err, order.ErrCommandLog):
 		return Unavailable("the order log (Kafka)")
 	case errors.Is(err, order.ErrUndecided):
-		return &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
 			Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key, or look the order up, to learn the outcome"}
 	}
 	return toAPIError(err)
@@ -216,7 +212,7 @@ func (o *Orders) getQueue(c *fiber.Ctx) error {
 // Retry-After, never a false "not found" after a 201.
 func (o *Orders) notProjected(c *fiber.Ctx, id uuid.UUID) error {
 	if _, known, err := order.LoadState(c.UserContext(), o.Bus.Pool, accountOf(c), id); err == nil && known {
-		return &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable, RetryAfter: 1,
+		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 1,
 			Message: "the order exists but its read model is catching up; try again shortly"}
 	}
 	return NotFound("order")

@@ -56,7 +56,7 @@ func rateLimit(rdb *redis.Client, cfg RateLimit, log *slog.Logger) fiber.Handler
 			if retry < 1 {
 				retry = 1
 			}
-			return &Error{Status: fiber.StatusTooManyRequests, Code: schemas.CodeRateLimited,
+			return &Error{Code: schemas.CodeRateLimited,
 				Message: "rate limit exceeded; retry after the number of seconds in Retry-After", RetryAfter: retry}
 		}
 		return c.Next()

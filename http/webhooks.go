@@ -193,7 +193,7 @@ func (w *Webhooks) decodeWebhookBody(raw []byte, patch bool) (webhookBody, error
 				return b, Validation("url", "url must be a string")
 			}
 			if err := w.Guard.CheckURL(s); err != nil {
-				return b, &Error{Status: fiber.StatusBadRequest, Code: schemas.CodeInvalidWebhookURL, Message: err.Error(),
+				return b, &Error{Code: schemas.CodeInvalidWebhookURL, Message: err.Error(),
 					Details: map[string]any{"field": "url"}}
 			}
 			b.url = &s
@@ -278,7 +278,7 @@ func (w *Webhooks) decide(ctx context.Context, cmd webhook.Command) (webhook.Dec
 	case errors.Is(err, webhook.ErrCommandLog):
 		return dec, Unavailable("the webhook command log (Kafka)")
 	case errors.Is(err, webhook.ErrUndecided):
-		return dec, &Error{Status: fiber.StatusServiceUnavailable, Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+		return dec, &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
 			Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key to learn the outcome"}
 	case err != nil:
 		return dec, err
@@ -289,7 +289,7 @@ func (w *Webhooks) decide(ctx context.Context, cmd webhook.Command) (webhook.Dec
 	case schemas.CodeNotFound:
 		return dec, NotFound("webhook")
 	}
-	return dec, &Error{Status: fiber.StatusBadRequest, Code: dec.Code, Message: dec.Message}
+	return dec, &Error{Code: dec.Code, Message: dec.Message}
 }
 
 // withSecret loads the webhook after a decision and opens its current
@@ -411,7 +411,7 @@ func (w *Webhooks) rotate(c *fiber.Ctx) error {
 }
 
 func inactive() *Error {
-	return &Error{Status: fiber.StatusBadRequest, Code: schemas.CodeWebhookInactive,
+	return &Error{Code: schemas.CodeWebhookInactive,
 		Message: "the webhook is inactive; re-activate it with PATCH {\"is_active\": true} first"}
 }
 
@@ -542,7 +542,7 @@ func (w *Webhooks) resend(c *fiber.Ctx) error {
 		return err
 	}
 	if rec.Status != schemas.DeliveryFailed && rec.Status != schemas.DeliveryCancelled {
-		return &Error{Status: fiber.StatusConflict, Code: schemas.CodeInvalidDeliveryState,
+		return &Error{Code: schemas.CodeInvalidDeliveryState,
 			Message: fmt.Sprintf("only a failed or cancelled delivery can be resent; this one is %s", rec.Status)}
 	}
 	if !h.IsActive {
@@ -558,7 +558,7 @@ func (w *Webhooks) resend(c *fiber.Ctx) error {
 		return err
 	}
 	if !ok {
-		return &Error{Status: fiber.StatusConflict, Code: schemas.CodeInvalidDeliveryState,
+		return &Error{Code: schemas.CodeInvalidDeliveryState,
 			Message: "the delivery changed meanwhile (resent by another request); read it again"}
 	}
 	if err := w.produceTask(ctx, schemas.DeliveryTask{DeliveryID: rec.ID, WebhookID: h.ID,
