@@ -1,0 +1,99 @@
+package delivery
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/schemas"
+)
+
+func TestOutcome(t *testing.T) {
+	created := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	now := created.Add(time.Minute)
+	answered := now.Add(300 * time.Millisecond)
+	delays := []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour}
+	task := func(attempt int) schemas.DeliveryTask {
+		return schemas.DeliveryTask{DeliveryID: uuid.MustParse("6f1f7a52-8a5e-4ab2-9b0a-2f7d0a1c0001"),
+			WebhookID: uuid.MustParse("6f1f7a52-8a5e-4ab2-9b0a-2f7d0a1c0002"), AccountID: uuid.MustParse("6f1f7a52-8a5e-4ab2-9b0a-2f7d0a1c0003"),
+			EventID: uuid.MustParse("6f1f7a52-8a5e-4ab2-9b0a-2f7d0a1c0004"), Topic: "order.created", Gen: 3, Run: 1, Attempt: attempt,
+			CreatedAt: created, DueAt: created}
+	}
+	// result is the attempt result every case starts from.
+	result := func(attempt int) schemas.AttemptResult {
+		t := task(attempt)
+		return schemas.AttemptResult{DeliveryID: t.DeliveryID, WebhookID: t.WebhookID, AccountID: t.AccountID, EventID: t.EventID,
+			Topic: t.Topic, Gen: 3, Run: 1, Attempt: attempt, At: answered, CreatedAt: created, Attempted: true}
+	}
+	str := func(s string) *string { return &s }
+	code := func(c int) *int { return &c }
+	nextOf := func(attempt int, wait time.Duration) *schemas.DeliveryTask {
+		n := task(attempt + 1)
+		n.DueAt = answered.Add(wait)
+		return &n
+	}
+
+	for _, tc := range []struct {
+		name   string
+		task   schemas.DeliveryTask
+		active bool
+		sent   Attempted
+		want   func() Verdict
+	}{
+		{"a 2xx is a success and resets the endpoint's streak", task(1), true, Attempted{Code: 204, At: answered},
+			func() Verdict {
+				r := result(1)
+				r.Status, r.StatusCode = schemas.DeliverySuccess, code(204)
+				return Verdict{Result: r, Streak: StreakReset, Metric: "success"}
+			}},
+		{"a failed first attempt waits a minute in the first tier", task(1), true, Attempted{Code: 500, Failure: "HTTP 500", At: answered},
+			func() Verdict {
+				r := result(1)
+				n := nextOf(1, time.Minute)
+				r.Status, r.StatusCode, r.Error, r.NextRetryAt = schemas.DeliveryPending, code(500), str("HTTP 500"), &n.DueAt
+				return Verdict{Result: r, Next: n, NextTier: 0, Metric: "retry"}
+			}},
+		{"a timeout with no answer has no status code and retries", task(3), true, Attempted{Failure: "timeout: no response within 5s", At: answered},
+			func() Verdict {
+				r := result(3)
+				n := nextOf(3, 30*time.Minute)
+				r.Status, r.Error, r.NextRetryAt = schemas.DeliveryPending, str("timeout: no response within 5s"), &n.DueAt
+				return Verdict{Result: r, Next: n, NextTier: 2, Metric: "retry"}
+			}},
+		{"a failed sixth attempt waits twelve hours in the last tier", task(6), true, Attempted{Code: 503, Failure: "HTTP 503", At: answered},
+			func() Verdict {
+				r := result(6)
+				n := nextOf(6, 12*time.Hour)
+				r.Status, r.StatusCode, r.Error, r.NextRetryAt = schemas.DeliveryPending, code(503), str("HTTP 503"), &n.DueAt
+				return Verdict{Result: r, Next: n, NextTier: 5, Metric: "retry"}
+			}},
+		{"a failed seventh attempt fails the delivery, dead-letters it and counts a failed run", task(7), true, Attempted{Code: 404, Failure: "HTTP 404", At: answered},
+			func() Verdict {
+				r := result(7)
+				r.Status, r.StatusCode, r.Error = schemas.DeliveryFailed, code(404), str("HTTP 404")
+				return Verdict{Result: r, DeadLetter: true, Streak: StreakFailed, Metric: "failed"}
+			}},
+		{"a redirect is a failure with its status", task(1), true, Attempted{Code: 302, Failure: "HTTP 302: redirects are not followed", At: answered},
+			func() Verdict {
+				r := result(1)
+				n := nextOf(1, time.Minute)
+				r.Status, r.StatusCode, r.Error, r.NextRetryAt = schemas.DeliveryPending, code(302), str("HTTP 302: redirects are not followed"), &n.DueAt
+				return Verdict{Result: r, Next: n, NextTier: 0, Metric: "retry"}
+			}},
+		{"an inactive webhook's delivery is cancelled without a request", task(2), false, Attempted{},
+			func() Verdict {
+				r := result(2)
+				r.Attempted, r.At = false, now
+				r.Status, r.Error = schemas.DeliveryCancelled, str("webhook_disabled")
+				return Verdict{Result: r, Metric: "cancelled"}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Outcome(tc.task, tc.active, tc.sent, now, delays)
+			if want := tc.want(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("Outcome =\n  %+v\nwant\n  %+v", got, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,566 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The sender's consumer-group session: partitions taken and released,
+// records parked until due, dispatched per endpoint, and offsets committed
+// up to the first record not finished.
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// part is the sender's view of one owned partition.
+type part struct {
+	next        int64 // offset after the last record taken
+	epoch       int32
+	outstanding map[int64]struct{} // taken, not finished (parked, queued or in flight)
+	inflight    int
+	parked      []*kgo.Record // tier records not yet due, in order
+	timer       *time.Timer
+	paused      bool
+	committed   int64
+	revoked     bool
+}
+
+type job struct {
+	tp     tp
+	part   *part
+	offset int64
+	task   schemas.DeliveryTask
+}
+
+type endpoint struct {
+	queue   []job
+	running int
+	latency time.Duration // moving average of its attempts
+}
+
+// backlogged reports whether the endpoint is slow (answers in SlowAnswer
+// or more) and its waiting tasks would take longer than SlowDrain to work
+// at its pace: then more of them are deferred.
+func (e *endpoint) backlogged(perEndpoint int) bool {
+	return len(e.queue) >= MaxQueuedPerEndpoint && e.latency >= SlowAnswer && e.drain(perEndpoint) > SlowDrain
+}
+
+// drain is how long the endpoint needs for the tasks it holds, at its own
+// answer time and concurrency.
+func (e *endpoint) drain(perEndpoint int) time.Duration {
+	return e.latency * time.Duration(len(e.queue)) / time.Duration(perEndpoint)
+}
+
+// DeferTier is the retry tier a deferred task goes to: the first whose
+// wait is at least drain, else the last. Every record of a tier waits the
+// same time, so each tier stays in due order.
+func DeferTier(delays []time.Duration, drain time.Duration) int {
+	for i, d := range delays {
+		if d >= drain {
+			return i
+		}
+	}
+	return len(delays) - 1
+}
+
+// session is one group membership.
+type session struct {
+	s      *Sender
+	cl     *kgo.Client
+	ctx    context.Context
+	mu     sync.Mutex
+	parts  map[tp]*part
+	ends   map[uuid.UUID]*endpoint
+	buffer chan struct{} // one slot per record held
+	reqs   chan struct{} // one slot per request in flight
+	// One slot per attempt between its request and its recorded outcome:
+	// when outcomes cannot be recorded (Kafka away), requests stop after
+	// Concurrency of them instead of running on through the buffer.
+	unrecorded chan struct{}
+	wg         sync.WaitGroup
+	closed     bool // polling ended: parked records stay parked
+	// running holds the tasks being attempted: a copy of one (the same
+	// task twice on the log) waits for it, then finds it done.
+	running map[taskKey]chan struct{}
+}
+
+type taskKey struct {
+	delivery     uuid.UUID
+	run, attempt int
+}
+
+func (s *Sender) session(ctx context.Context) error {
+	ss := &session{s: s, ctx: ctx, parts: map[tp]*part{}, ends: map[uuid.UUID]*endpoint{}, running: map[taskKey]chan struct{}{},
+		buffer: make(chan struct{}, s.MaxBuffered), reqs: make(chan struct{}, s.Concurrency),
+		unrecorded: make(chan struct{}, s.Concurrency)}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.Brokers...),
+		kgo.ConsumerGroup(s.Naming.Group(SenderGroup)),
+		kgo.ConsumeTopics(s.Topics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.OnPartitionsAssigned(ss.assigned),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { ss.release(ctx, m, true) }),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { ss.release(ctx, m, false) }),
+	}
+	if s.ClientOpts != nil {
+		opts = append(opts, s.ClientOpts()...)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("delivery sender: %w", err)
+	}
+	ss.cl = cl
+	done := make(chan struct{})
+	go ss.commitLoop(done)
+	err = ss.poll()
+	close(done)
+	ss.mu.Lock()
+	ss.closed = true
+	for _, st := range ss.parts {
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+	}
+	ss.mu.Unlock()
+	// Let requests in flight finish (bounded by the attempt deadline), then
+	// leave the group: the revoke callback commits what finished.
+	ss.wg.Wait()
+	cl.Close()
+	return err
+}
+
+func (ss *session) assigned(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for t, ps := range m {
+		for _, p := range ps {
+			ss.parts[tp{t, p}] = &part{next: -1, committed: -1, outstanding: map[int64]struct{}{}}
+		}
+	}
+}
+
+// release gives up partitions: parked records are dropped (they are read
+// again by the next owner), started requests are waited for, and when the
+// partitions were revoked (not lost) what finished is committed.
+func (ss *session) release(ctx context.Context, m map[string][]int32, commit bool) {
+	var gone []tp
+	ss.mu.Lock()
+	for t, ps := range m {
+		for _, p := range ps {
+			k := tp{t, p}
+			st := ss.parts[k]
+			if st == nil {
+				continue
+			}
+			st.revoked = true
+			if st.timer != nil {
+				st.timer.Stop()
+			}
+			ss.drop(st.parked)
+			st.parked = nil
+			gone = append(gone, k)
+		}
+	}
+	ss.mu.Unlock()
+	deadline := time.Now().Add(ss.s.Timeout + 5*time.Second)
+	for time.Now().Before(deadline) {
+		busy := 0
+		ss.mu.Lock()
+		for _, k := range gone {
+			busy += ss.parts[k].inflight
+		}
+		ss.mu.Unlock()
+		if busy == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if commit {
+		ss.mu.Lock()
+		offs := ss.watermarks(gone)
+		ss.mu.Unlock()
+		if len(offs) > 0 {
+			ss.commit(offs)
+		}
+	}
+	ss.mu.Lock()
+	resume := map[string][]int32{}
+	for _, k := range gone {
+		delete(ss.parts, k)
+		resume[k.topic] = append(resume[k.topic], k.partition)
+	}
+	ss.mu.Unlock()
+	ss.cl.ResumeFetchPartitions(resume)
+}
+
+// drop frees the buffer slots of records that will not be worked here.
+func (ss *session) drop(recs []*kgo.Record) {
+	for range recs {
+		<-ss.buffer
+	}
+}
+
+// watermark is the offset to commit for st: its first unfinished record, or
+// after the last taken one. ok is false when there is nothing new.
+func (ss *session) watermark(st *part) (kgo.EpochOffset, bool) {
+	if st == nil || st.next < 0 {
+		return kgo.EpochOffset{}, false
+	}
+	low := st.next
+	for off := range st.outstanding {
+		if off < low {
+			low = off
+		}
+	}
+	if low <= st.committed {
+		return kgo.EpochOffset{}, false
+	}
+	return kgo.EpochOffset{Epoch: st.epoch, Offset: low}, true
+}
+
+// watermarks are the offsets to commit for keys; called with mu held.
+func (ss *session) watermarks(keys []tp) map[string]map[int32]kgo.EpochOffset {
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	for _, k := range keys {
+		if off, ok := ss.watermark(ss.parts[k]); ok {
+			if offs[k.topic] == nil {
+				offs[k.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offs[k.topic][k.partition] = off
+		}
+	}
+	return offs
+}
+
+func (ss *session) commitLoop(done <-chan struct{}) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		ss.mu.Lock()
+		var live []tp
+		for k, st := range ss.parts {
+			if !st.revoked {
+				live = append(live, k)
+			}
+		}
+		offs := ss.watermarks(live)
+		ss.mu.Unlock()
+		if len(offs) == 0 {
+			continue
+		}
+		ss.commit(offs)
+	}
+}
+
+// commit commits offs and then forgets the done marks below them.
+func (ss *session) commit(offs map[string]map[int32]kgo.EpochOffset) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var ok []tp
+	ss.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			ss.s.Log.Warn("committing delivery offsets failed", "err", err)
+			return
+		}
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					continue
+				}
+				ok = append(ok, tp{t.Topic, p.Partition})
+				if st := ss.parts[tp{t.Topic, p.Partition}]; st != nil {
+					if off := offs[t.Topic][p.Partition].Offset; off > st.committed {
+						st.committed = off
+					}
+				}
+			}
+		}
+	})
+	for _, k := range ok {
+		ss.s.Marks.Forget(ctx, k.topic, k.partition, offs[k.topic][k.partition].Offset)
+	}
+}
+
+func (ss *session) poll() error {
+	for {
+		ss.s.Metrics.setBuffered(len(ss.buffer))
+		fetches := ss.cl.PollRecords(ss.ctx, 500)
+		if ss.ctx.Err() != nil || fetches.IsClientClosed() {
+			return nil
+		}
+		ss.s.Metrics.observePoll(fetches.NumRecords())
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				ss.s.Log.Warn("delivery fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+		for _, r := range fetches.Records() {
+			select {
+			case ss.buffer <- struct{}{}:
+			case <-ss.ctx.Done():
+				return nil
+			}
+			ss.take(r)
+		}
+	}
+}
+
+// take accepts one polled record (its buffer slot already held).
+func (ss *session) take(r *kgo.Record) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	k := tp{r.Topic, r.Partition}
+	st := ss.parts[k]
+	if st == nil || st.revoked || r.Offset < st.next {
+		<-ss.buffer // not ours any more, or seen already
+		return
+	}
+	st.next, st.epoch = r.Offset+1, r.LeaderEpoch
+	st.outstanding[r.Offset] = struct{}{}
+	if len(st.parked) > 0 {
+		st.parked = append(st.parked, r)
+		return
+	}
+	ss.advance(k, st, []*kgo.Record{r})
+}
+
+// advance works records of one partition in order: each due one is
+// dispatched; at the first not yet due, the rest is parked and the
+// partition paused until then. Called with mu held.
+func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
+	now := time.Now()
+	for i, r := range recs {
+		var t schemas.DeliveryTask
+		if err := json.Unmarshal(r.Value, &t); err != nil || t.DeliveryID == uuid.Nil || t.WebhookID == uuid.Nil {
+			if err == nil {
+				err = errors.New("delivery task without delivery_id or webhook_id")
+			}
+			ss.deadLetter(st, r, err)
+			continue
+		}
+		if wait := t.DueAt.Sub(now); wait > 0 && k.topic != ss.s.Naming.Topic(schemas.TopicWebhookDeliveries) {
+			st.parked = recs[i:]
+			if !st.paused {
+				st.paused = true
+				ss.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+			}
+			st.timer = time.AfterFunc(wait, func() { ss.wake(k, st) })
+			return
+		}
+		ss.dispatch(job{tp: k, part: st, offset: r.Offset, task: t})
+	}
+	st.parked = nil
+	if st.paused {
+		st.paused = false
+		ss.cl.ResumeFetchPartitions(map[string][]int32{k.topic: {k.partition}})
+	}
+}
+
+// deadLetter moves a task that can never be worked (it cannot be decoded)
+// to the sender's dead-letter topic, pod.dlq.delivery.sender, with the same
+// headers a stage's dead letter has; only once it is there is its offset
+// finished (so committed). If the session ends first, the task stays
+// uncommitted and is read, and dead-lettered, again. Called with mu held.
+func (ss *session) deadLetter(st *part, r *kgo.Record, cause error) {
+	ss.s.Log.Error("dead-lettering undecodable delivery task", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", cause)
+	dl := stream.DeadLetterRecord(ss.s.Naming, SenderGroup, r, cause, time.Now())
+	go func() {
+		if err := ss.s.record(ss.ctx, dl); err != nil {
+			return
+		}
+		ss.s.DeadLetters.DeadLettered(SenderGroup)
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		ss.finishLocked(st, r.Offset)
+	}()
+}
+
+func (ss *session) wake(k tp, st *part) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed || st.revoked || ss.parts[k] != st || len(st.parked) == 0 {
+		return
+	}
+	recs := st.parked
+	st.parked = nil
+	ss.advance(k, st, recs)
+}
+
+// dispatch queues j on its endpoint; called with mu held.
+func (ss *session) dispatch(j job) {
+	e := ss.ends[j.task.WebhookID]
+	if e == nil {
+		e = &endpoint{}
+		ss.ends[j.task.WebhookID] = e
+	}
+	if e.backlogged(ss.s.PerEndpoint) {
+		j.part.inflight++
+		ss.wg.Add(1)
+		go ss.deferJobs([]job{j}, e.drain(ss.s.PerEndpoint))
+		return
+	}
+	e.queue = append(e.queue, j)
+	if e.running < ss.s.PerEndpoint {
+		e.running++
+		ss.wg.Add(1)
+		go ss.work(j.task.WebhookID, e)
+	}
+}
+
+// work runs jobs of one endpoint until its queue is empty. A request slot
+// is taken before a job, and the job's partition is checked after, so a
+// job of a partition given up meanwhile is left to its next owner.
+func (ss *session) work(id uuid.UUID, e *endpoint) {
+	defer ss.wg.Done()
+	for {
+		ss.reqs <- struct{}{}
+		ss.mu.Lock()
+		if len(e.queue) == 0 {
+			e.running--
+			if e.running == 0 {
+				delete(ss.ends, id)
+			}
+			ss.mu.Unlock()
+			<-ss.reqs
+			return
+		}
+		j := e.queue[0]
+		e.queue = e.queue[1:]
+		if j.part.revoked || ss.ctx.Err() != nil {
+			ss.mu.Unlock()
+			<-ss.reqs
+			<-ss.buffer // the next owner reads it again
+			continue
+		}
+		j.part.inflight++
+		key := taskKey{j.task.DeliveryID, j.task.Run, j.task.Attempt}
+		first, busy := ss.running[key]
+		mine := make(chan struct{})
+		if !busy {
+			ss.running[key] = mine
+		}
+		ss.mu.Unlock()
+		if busy {
+			<-first
+		}
+
+		// The endpoint's slot is held for the request only: the outcome is
+		// recorded (a produce, Redis marks) while this worker goes on with
+		// the endpoint's next task. A copy of the task waits for the
+		// recording (running), and the offset is finished after it.
+		sentCh := make(chan time.Duration, 1)
+		var once sync.Once
+		sent := func(took time.Duration) { once.Do(func() { sentCh <- took }) }
+		ss.unrecorded <- struct{}{}
+		ss.wg.Add(1)
+		go func() {
+			defer ss.wg.Done()
+			err := ss.s.attempt(ss.ctx, j, sent)
+			sent(0)
+			if !busy {
+				ss.mu.Lock()
+				delete(ss.running, key)
+				ss.mu.Unlock()
+				close(mine)
+			}
+			ss.done(j, err)
+			<-ss.unrecorded
+		}()
+		took := <-sentCh
+		ss.mu.Lock()
+		switch {
+		case took == 0: // no request made
+		case e.latency == 0:
+			e.latency = took
+		default:
+			e.latency = (4*e.latency + took) / 5
+		}
+		if e.backlogged(ss.s.PerEndpoint) {
+			extra := e.queue[MaxQueuedPerEndpoint:]
+			e.queue = e.queue[:MaxQueuedPerEndpoint:MaxQueuedPerEndpoint]
+			for _, x := range extra {
+				x.part.inflight++
+			}
+			ss.wg.Add(1)
+			go ss.deferJobs(extra, e.drain(ss.s.PerEndpoint))
+		}
+		ss.mu.Unlock()
+		<-ss.reqs
+	}
+}
+
+// done ends a job: finished, or (its outcome not recorded before shutdown)
+// left unfinished, so the offset is not committed past it and the next
+// owner works it again.
+func (ss *session) done(j job, err error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	j.part.inflight--
+	if err == nil {
+		ss.finishLocked(j.part, j.offset)
+	} else {
+		<-ss.buffer
+	}
+}
+
+// deferJobs moves tasks of a backlogged endpoint to a retry tier, attempts
+// unchanged: its backlog then waits in Kafka, not in this process's buffer,
+// and other endpoints keep flowing. The tier is the first whose wait covers
+// drain, the time the endpoint needs for what it already holds, so a task
+// does not come back only to be deferred again (an endpoint that always
+// times out would otherwise cycle its whole backlog through the first tier).
+func (ss *session) deferJobs(jobs []job, drain time.Duration) {
+	defer ss.wg.Done()
+	tier := DeferTier(ss.s.Delays, drain)
+	due := time.Now().UTC().Add(ss.s.Delays[tier])
+	recs := make([]*kgo.Record, 0, len(jobs))
+	var err error
+	for _, j := range jobs {
+		t := j.task
+		t.DueAt = due
+		var rec *kgo.Record
+		if rec, err = TaskRecord(ss.s.Naming.RetryTier(tier), t); err != nil {
+			break
+		}
+		recs = append(recs, rec)
+	}
+	if err == nil {
+		err = ss.s.record(ss.ctx, recs...)
+	}
+	if err == nil {
+		// The offsets only: the tasks themselves come back to be attempted.
+		ss.s.Marks.MarkOffsets(context.WithoutCancel(ss.ctx), jobs)
+	}
+	for _, j := range jobs {
+		if err == nil {
+			ss.s.Metrics.outcome("deferred", ClassNone)
+		}
+		ss.done(j, err)
+	}
+}
+
+func (ss *session) finishLocked(st *part, offset int64) {
+	delete(st.outstanding, offset)
+	<-ss.buffer
+}
