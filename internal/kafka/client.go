@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,45 +123,36 @@ func DropPrefixed(ctx context.Context, brokers []string, prefix string) (topics,
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var errs []error
-	if listed, err := adm.ListTopics(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("list topics: %w", err))
-	} else {
-		var mine []string
-		for _, name := range listed.Names() {
-			if strings.HasPrefix(name, prefix) {
-				mine = append(mine, name)
-			}
+	// drop deletes the listed names with prefix; it returns how many.
+	drop := func(what string, names []string, listErr error, del func(...string) error) int {
+		if listErr != nil {
+			errs = append(errs, fmt.Errorf("list %s: %w", what, listErr))
+			return 0
 		}
-		if len(mine) > 0 {
-			resp, err := adm.DeleteTopics(ctx, mine...)
-			if err == nil {
-				err = resp.Error()
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("delete topics: %w", err))
-			}
-			topics = len(mine)
+		names = slices.DeleteFunc(names, func(n string) bool { return !strings.HasPrefix(n, prefix) })
+		if len(names) == 0 {
+			return 0
 		}
+		if err := del(names...); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", what, err))
+		}
+		return len(names)
 	}
-	if listed, err := adm.ListGroups(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("list groups: %w", err))
-	} else {
-		var mine []string
-		for _, g := range listed.Groups() {
-			if strings.HasPrefix(g, prefix) {
-				mine = append(mine, g)
-			}
+	listedTopics, err := adm.ListTopics(ctx)
+	topics = drop("topics", listedTopics.Names(), err, func(names ...string) error {
+		resp, err := adm.DeleteTopics(ctx, names...)
+		if err == nil {
+			err = resp.Error()
 		}
-		if len(mine) > 0 {
-			resp, err := adm.DeleteGroups(ctx, mine...)
-			if err == nil {
-				err = resp.Error()
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("delete groups: %w", err))
-			}
-			groups = len(mine)
+		return err
+	})
+	listedGroups, err := adm.ListGroups(ctx)
+	groups = drop("groups", listedGroups.Groups(), err, func(names ...string) error {
+		resp, err := adm.DeleteGroups(ctx, names...)
+		if err == nil {
+			err = resp.Error()
 		}
-	}
+		return err
+	})
 	return topics, groups, errors.Join(errs...)
 }
