@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
 )
@@ -69,13 +68,12 @@ func (e *DuplicateOrderError) Error() string {
 // Creator runs a create-order request through validation, the soft
 // duplicate check and the decider.
 type Creator struct {
-	Pool   *pgxpool.Pool
-	Bus    *Bus
-	Redis  *redis.Client
-	Prefix string
-	Rates  *RatesCache
-	Log    *slog.Logger
-	Wait   time.Duration // for the decision; default 10s
+	Catalog Catalog
+	Bus     *Bus
+	Redis   *redis.Client
+	Prefix  string
+	Log     *slog.Logger
+	Wait    time.Duration // for the decision; default 10s
 }
 
 func (c *Creator) wait() time.Duration {
@@ -98,11 +96,11 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	if err != nil {
 		return Created{}, err
 	}
-	variants, err := LoadVariants(ctx, c.Pool, in.AccountID, req.VariantIDs())
+	variants, err := c.Catalog.Variants(ctx, in.AccountID, req.VariantIDs())
 	if err != nil {
 		return Created{}, err
 	}
-	rates, err := c.Rates.Get(ctx)
+	rates, err := c.Catalog.Rates(ctx)
 	if err != nil {
 		return Created{}, err
 	}

@@ -390,8 +390,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
 	cfg := a.Config
 	orders := &podhttp.Orders{
-		Creator: &order.Creator{Pool: a.Pool, Bus: a.Bus, Redis: a.Redis, Prefix: cfg.RedisPrefix,
-			Rates: &order.RatesCache{Pool: a.Pool, TTL: 30 * time.Second}, Log: a.Log},
+		Creator: &order.Creator{Catalog: newOrderCatalog(a.Pool), Bus: a.Bus, Redis: a.Redis, Prefix: cfg.RedisPrefix, Log: a.Log},
 		Bus:     a.Bus,
 		Queries: orderrm.Queries{Pool: a.Pool},
 		Notify:  a.Notify,

@@ -250,3 +250,41 @@ func likePattern(q string) string {
 func WaitProjected(ctx context.Context, pool *pgxpool.Pool, n schemas.Naming, last map[int32]int64) error {
 	return stream.WaitApplied(ctx, pool, ConsumerName, n.Topic(schemas.TopicCatalogEvents), last)
 }
+
+// Orderable is a variant as an order names it: with its product's and
+// store's status, and its image (else the product's, else "").
+type Orderable struct {
+	Variant
+	ProductID     uuid.UUID
+	StoreID       uuid.UUID
+	StoreStatus   string
+	ProductStatus string
+	ImageURL      string
+}
+
+// Orderable reads the variants of ids that belong to the account; another
+// account's variant is absent, as a missing one is.
+func (q Queries) Orderable(ctx context.Context, account uuid.UUID, ids []uuid.UUID) ([]Orderable, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Pool.Query(ctx, `SELECT v.variant_id, v.product_id, v.store_id, s.status, p.status, v.category,
+		v.requires_yarn_type, v.price::text, v.sku, v.title, COALESCE(NULLIF(v.image_url, ''), NULLIF(p.image_url, ''), '')
+		FROM variants v JOIN products p USING (product_id) JOIN stores s ON s.store_id = v.store_id
+		WHERE v.variant_id = ANY($1) AND v.account_id = $2`, ids, account)
+	if err != nil {
+		return nil, fmt.Errorf("load variants: %w", err)
+	}
+	var out []Orderable
+	var o Orderable
+	_, err = pgx.ForEachRow(rows, []any{&o.VariantID, &o.ProductID, &o.StoreID, &o.StoreStatus, &o.ProductStatus,
+		&o.Category, &o.RequiresYarnType, &o.Price, &o.SKU, &o.Title, &o.ImageURL}, func() error {
+		out = append(out, o)
+		o = Orderable{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load variants: %w", err)
+	}
+	return out, nil
+}
