@@ -43,9 +43,6 @@ func (w *Webhooks) wait() time.Duration {
 	return w.Wait
 }
 
-// MaxDescription is the longest webhook description accepted.
-const MaxDescription = 500
-
 func (w *Webhooks) routes(r fiber.Router, post fiber.Handler) {
 	r.Get("/me/webhooks/topics", w.topics)
 	r.Get("/me/webhooks", w.list)
@@ -154,121 +151,19 @@ func (w *Webhooks) get(c *fiber.Ctx) error {
 	return c.JSON(w.view(c.UserContext(), h))
 }
 
-// webhookBody is a decoded create or patch body.
-type webhookBody struct {
-	url            *string
-	topics         []string
-	description    *string
-	setDescription bool
-	isActive       *bool
-}
-
-// webhookFields are the fields of a webhook body; only description may be
-// null (it clears the description).
-var webhookFields = []string{"url", "topics", "description", "is_active"}
-
-// decodeWebhookBody reads a create (every field allowed, url and topics
-// required) or patch (at least one field) body, naming the field of the
-// first problem.
-func (w *Webhooks) decodeWebhookBody(raw []byte, patch bool) (webhookBody, error) {
-	var b webhookBody
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return b, Validation("", "request body must be a JSON object")
-	}
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		v := fields[k]
-		if string(v) == "null" && k != "description" && slices.Contains(webhookFields, k) {
-			return b, Validation(k, k+" cannot be null")
+// decodeWebhookBody decodes a create or patch body on the command side,
+// with the SSRF guard checking the url, and maps a refusal to its API error.
+func (w *Webhooks) decodeWebhookBody(raw []byte, patch bool) (webhook.Body, error) {
+	b, err := webhook.DecodeBody(raw, patch, w.Guard.CheckURL)
+	var be *webhook.BodyError
+	if errors.As(err, &be) {
+		e := &Error{Code: be.Code, Message: be.Message}
+		if be.Field != "" {
+			e.Details = map[string]any{"field": be.Field}
 		}
-		switch k {
-		case "url":
-			var s string
-			if json.Unmarshal(v, &s) != nil {
-				return b, Validation("url", "url must be a string")
-			}
-			if err := w.Guard.CheckURL(s); err != nil {
-				return b, &Error{Code: schemas.CodeInvalidWebhookURL, Message: err.Error(),
-					Details: map[string]any{"field": "url"}}
-			}
-			b.url = &s
-		case "topics":
-			var items []json.RawMessage
-			if json.Unmarshal(v, &items) != nil || items == nil {
-				return b, Validation("topics", "topics must be an array of topic names")
-			}
-			if len(items) == 0 {
-				return b, Validation("topics", "topics must name at least 1 topic")
-			}
-			b.topics = []string{}
-			for i, it := range items {
-				field := fmt.Sprintf("topics[%d]", i)
-				var t string
-				if json.Unmarshal(it, &t) != nil {
-					return b, Validation(field, field+" must be a string")
-				}
-				if t == schemas.TypeWebhookTest {
-					return b, Validation(field, "webhook.test cannot be subscribed to; use POST /v1/me/webhooks/{id}/test")
-				}
-				if !schemas.IsWebhookTopic(t) {
-					names := make([]string, len(schemas.WebhookTopics))
-					for j, wt := range schemas.WebhookTopics {
-						names[j] = wt.Topic
-					}
-					return b, Validation(field, fmt.Sprintf("unknown topic %q; subscribable topics: %s", t, strings.Join(names, ", ")))
-				}
-				if !slices.Contains(b.topics, t) {
-					b.topics = append(b.topics, t)
-				}
-			}
-		case "description":
-			b.setDescription = true
-			if string(v) == "null" {
-				break
-			}
-			var s string
-			if json.Unmarshal(v, &s) != nil {
-				return b, Validation("description", "description must be a string or null")
-			}
-			if len([]rune(s)) > MaxDescription {
-				return b, Validation("description", fmt.Sprintf("description must be at most %d characters", MaxDescription))
-			}
-			b.description = &s
-		case "is_active":
-			if !patch {
-				return b, Validation("is_active", "is_active cannot be set on creation; a new webhook is active")
-			}
-			var a bool
-			if json.Unmarshal(v, &a) != nil {
-				return b, Validation("is_active", "is_active must be true or false")
-			}
-			b.isActive = &a
-		default:
-			allowed := "url, topics, description"
-			if patch {
-				allowed += ", is_active"
-			}
-			return b, Validation(k, fmt.Sprintf("unknown field %q; allowed: %s", k, allowed))
-		}
+		return b, e
 	}
-	if patch {
-		if len(fields) == 0 {
-			return b, Validation("", "request body must have at least 1 property: url, topics, description or is_active")
-		}
-		return b, nil
-	}
-	if b.url == nil {
-		return b, Validation("url", "url is required")
-	}
-	if b.topics == nil {
-		return b, Validation("topics", "topics is required")
-	}
-	return b, nil
+	return b, err
 }
 
 // decide sends a webhook command and maps a refusal to its API error.
@@ -337,7 +232,7 @@ func (w *Webhooks) create(c *fiber.Ctx) error {
 	}
 	cmdID := commandID(c, "webhook-create")
 	cmd := webhook.Command{ID: cmdID, Kind: webhook.KindCreate, AccountID: accountOf(c), WebhookID: uuid.NewSHA1(cmdID, []byte("webhook")),
-		URL: b.url, Topics: b.topics, Description: b.description, Secret: sealed}
+		URL: b.URL, Topics: b.Topics, Description: b.Description, Secret: sealed}
 	dec, err := w.decide(c.UserContext(), cmd)
 	if err != nil {
 		return err
@@ -359,7 +254,7 @@ func (w *Webhooks) patch(c *fiber.Ctx) error {
 		return err
 	}
 	cmd := webhook.Command{ID: commandID(c, "webhook-patch"), Kind: webhook.KindUpdate, AccountID: h.AccountID, WebhookID: h.ID,
-		URL: b.url, Topics: b.topics, Description: b.description, SetDescription: b.setDescription, IsActive: b.isActive}
+		URL: b.URL, Topics: b.Topics, Description: b.Description, SetDescription: b.SetDescription, IsActive: b.IsActive}
 	if _, err := w.decide(c.UserContext(), cmd); err != nil {
 		return err
 	}
@@ -370,7 +265,7 @@ func (w *Webhooks) patch(c *fiber.Ctx) error {
 	if after == nil {
 		return NotFound("webhook")
 	}
-	if b.isActive != nil && *b.isActive && h.IsActive {
+	if b.IsActive != nil && *b.IsActive && h.IsActive {
 		// Already active: is_active true still resets the counter.
 		w.Streaks.Reset(c.UserContext(), after.ID, after.Gen)
 	}
