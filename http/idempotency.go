@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/printpod/pod/internal/secretbox"
+	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
 )
@@ -52,52 +53,69 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		ctx := c.UserContext()
 		pending, _ := json.Marshal(stored{State: "pending", Digest: digest})
 
-		deadline := time.Now().Add(wait)
-		for {
-			// A pending marker lives briefly: a process that died mid-request
-			// does not block the key for a day.
-			ok, err := rdb.SetNX(ctx, rkey, pending, 2*time.Minute).Result()
-			if err != nil {
-				log.WarnContext(ctx, "idempotency store unavailable", "err", err)
-				return Unavailable("the idempotency store (Redis)")
-			}
-			if ok {
-				break
-			}
-			raw, err := rdb.Get(ctx, rkey).Bytes()
-			if errors.Is(err, redis.Nil) {
-				continue // expired or released in between
-			}
-			if err != nil {
-				return Unavailable("the idempotency store (Redis)")
-			}
-			var prev stored
-			if json.Unmarshal(raw, &prev) != nil {
-				rdb.Del(ctx, rkey)
-				continue
-			}
-			if prev.Digest != digest {
-				return &Error{Code: schemas.CodeIdempotencyReused,
-					Message: "this Idempotency-Key was used with a different request body; use a new key for a new request",
-					Details: map[string]any{"field": "Idempotency-Key"}}
-			}
-			if prev.State == "done" {
-				if prev.Sealed != "" {
-					body, err := box.Open(prev.Sealed)
-					if err != nil {
-						return fmt.Errorf("open kept response: %w", err)
-					}
-					prev.Body = []byte(body)
+		// answer, once set, ends the request without running it: a replay
+		// of the kept response or a refusal.
+		var answer func() error
+		claim := func(ctx context.Context) (bool, error) {
+			for range 3 { // a key released or expired in between is tried again at once
+				// A pending marker lives briefly: a process that died
+				// mid-request does not block the key for a day.
+				ok, err := rdb.SetNX(ctx, rkey, pending, 2*time.Minute).Result()
+				if err != nil && ctx.Err() != nil {
+					return false, ctx.Err() // the wait's time is up, not Redis
 				}
-				c.Set("Idempotent-Replayed", "true")
-				c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-				return c.Status(prev.Status).Send(prev.Body)
+				if err != nil {
+					log.WarnContext(ctx, "idempotency store unavailable", "err", err)
+					answer = func() error { return Unavailable("the idempotency store (Redis)") }
+					return true, nil
+				}
+				if ok {
+					return true, nil
+				}
+				raw, err := rdb.Get(ctx, rkey).Bytes()
+				if errors.Is(err, redis.Nil) {
+					continue
+				}
+				if err != nil && ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				if err != nil {
+					answer = func() error { return Unavailable("the idempotency store (Redis)") }
+					return true, nil
+				}
+				var prev stored
+				if json.Unmarshal(raw, &prev) != nil {
+					rdb.Del(ctx, rkey)
+					continue
+				}
+				if prev.Digest != digest {
+					answer = func() error {
+						return &Error{Code: schemas.CodeIdempotencyReused,
+							Message: "this Idempotency-Key was used with a different request body; use a new key for a new request",
+							Details: map[string]any{"field": "Idempotency-Key"}}
+					}
+					return true, nil
+				}
+				if prev.State == "done" {
+					answer = func() error { return replay(c, box, prev) }
+					return true, nil
+				}
+				return false, nil // the first request still runs
 			}
-			if time.Now().After(deadline) {
+			return false, nil
+		}
+		if done, _ := claim(ctx); !done {
+			// Another request holds the key: wait, woken by its end.
+			if err := awaitKey(ctx, rdb, rkey, wait, claim); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
 				return &Error{Code: schemas.CodeIdempotencyInUse, RetryAfter: 1,
 					Message: "a request with this Idempotency-Key is still being processed; repeat it shortly"}
 			}
-			time.Sleep(50 * time.Millisecond)
+		}
+		if answer != nil {
+			return answer()
 		}
 
 		err := c.Next()
@@ -112,6 +130,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		defer cancel()
 		if status >= 500 {
 			rdb.Del(bg, rkey)
+			rdb.Publish(bg, keyDone(rkey), "released")
 			return nil
 		}
 		keep := stored{State: "done", Digest: digest, Status: status, Body: append([]byte(nil), c.Response().Body()...)}
@@ -126,6 +145,49 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		if err := rdb.Set(bg, rkey, done, IdempotencyWindow).Err(); err != nil {
 			log.WarnContext(bg, "idempotent response not stored", "err", err)
 		}
+		rdb.Publish(bg, keyDone(rkey), "done")
 		return nil
 	}
+}
+
+// keyDone is the Redis channel on which a request announces that it is
+// done with an Idempotency-Key (its response kept, or the key released).
+func keyDone(rkey string) string { return rkey + ":done" }
+
+// awaitKey waits up to limit for claim to settle the key, woken when the
+// request holding it announces its end (and at least every second).
+func awaitKey(ctx context.Context, rdb *redis.Client, rkey string, limit time.Duration, claim func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	sub := rdb.Subscribe(ctx, keyDone(rkey))
+	defer sub.Close()
+	// Subscribed before the next look, so an end announced after it
+	// cannot be missed.
+	if _, err := sub.Receive(ctx); err != nil {
+		return err
+	}
+	wake := make(chan struct{}, 1)
+	go func() {
+		for range sub.Channel() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return wait.Until(ctx, wake, time.Second, true, claim)
+}
+
+// replay answers with a kept response, byte for byte.
+func replay(c *fiber.Ctx, box *secretbox.Box, prev stored) error {
+	if prev.Sealed != "" {
+		body, err := box.Open(prev.Sealed)
+		if err != nil {
+			return fmt.Errorf("open kept response: %w", err)
+		}
+		prev.Body = []byte(body)
+	}
+	c.Set("Idempotent-Replayed", "true")
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(prev.Status).Send(prev.Body)
 }

@@ -391,6 +391,44 @@ func TestSoftDuplicateAndIdempotencyKey(t *testing.T) {
 	}
 }
 
+// Requests racing with one Idempotency-Key: one runs, the others wait for
+// its end (woken when it is kept) and replay its answer byte for byte;
+// none is refused as still in progress, and one order exists.
+func TestRacingRequestsWithOneIdempotencyKeyGetTheFirstAnswer(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	key := uuid.NewString()
+	body, _ := json.Marshal(tshirtOrder(v.VariantID, "idem-race", 1))
+	const n = 8
+	answers := make([]testenv.Response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = postWithKey(t, d.client, "/v1/orders/pod", key, body)
+		}()
+	}
+	wg.Wait()
+	replayed := 0
+	for i, r := range answers {
+		if r.Status != 201 || string(r.Body) != string(answers[0].Body) {
+			t.Fatalf("answer %d of %d: %d %s (first: %d %s)", i, n, r.Status, r.Body, answers[0].Status, answers[0].Body)
+		}
+		if r.Header.Get("Idempotent-Replayed") == "true" {
+			replayed++
+		}
+	}
+	if replayed != n-1 {
+		t.Fatalf("%d of %d answers were replays, want %d", replayed, n, n-1)
+	}
+	var page struct{ Data []orderrm.Order }
+	d.client.Get("/v1/orders/pod?limit=100").JSON(t, &page)
+	if len(page.Data) != 1 || page.Data[0].ReferenceID != "idem-race" {
+		t.Fatalf("the account has %d orders, want the one idem-race: %+v", len(page.Data), page.Data)
+	}
+}
+
 func TestOrderTenantIsolation(t *testing.T) {
 	d := startDemo(t, noPusher)
 	v := d.variant(t, "ACTIVE", "tshirt")

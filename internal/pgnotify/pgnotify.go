@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/wait"
 )
 
 // Listener listens on a fixed set of channels.
@@ -123,33 +124,7 @@ func (l *Listener) Subscribe(channel, payload string) (<-chan struct{}, func()) 
 func (l *Listener) Wait(ctx context.Context, channel, payload string, poll time.Duration, check func(context.Context) (bool, error)) error {
 	ch, cancel := l.Subscribe(channel, payload)
 	defer cancel()
-	return waitOn(ctx, ch, poll, true, check)
-}
-
-// waitOn is Wait on a subscription already made; with checkFirst false the
-// first check waits for a wake.
-func waitOn(ctx context.Context, ch <-chan struct{}, poll time.Duration, checkFirst bool, check func(context.Context) (bool, error)) error {
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		if checkFirst {
-			done, err := check(ctx)
-			if err != nil && ctx.Err() == nil {
-				// A failed check (Postgres blip) is retried on the next wake.
-				done = false
-			}
-			if done {
-				return nil
-			}
-		}
-		checkFirst = true
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		case <-t.C:
-		}
-	}
+	return wait.Until(ctx, ch, poll, true, check)
 }
 
 // SafetyPoll is how often a waiter looks without being notified. The
@@ -206,14 +181,14 @@ func decide[T any](ctx context.Context, l *Listener, channel, payload string, wa
 	return awaitOn(ctx, ch, wait, false, load)
 }
 
-// awaitOn waits up to wait on a subscription already made for load to find
+// awaitOn waits up to limit on a subscription already made for load to find
 // a value; checkFirst looks once before the first wake.
-func awaitOn[T any](ctx context.Context, ch <-chan struct{}, wait time.Duration, checkFirst bool,
+func awaitOn[T any](ctx context.Context, ch <-chan struct{}, limit time.Duration, checkFirst bool,
 	load func(context.Context) (T, bool, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var out T
-	err := waitOn(ctx, ch, SafetyPoll, checkFirst, func(ctx context.Context) (bool, error) {
+	err := wait.Until(ctx, ch, SafetyPoll, checkFirst, func(ctx context.Context) (bool, error) {
 		v, ok, err := load(ctx)
 		out = v
 		return ok, err
