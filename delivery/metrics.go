@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/printpod/pod/internal/stream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -57,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		polled: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pod_delivery_poll_records",
 			Help:    "Delivery tasks taken per poll by the sender.",
-			Buckets: []float64{1, 5, 10, 50, 100, 250, 500},
+			Buckets: stream.CountBuckets,
 		}),
 		buffered: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pod_delivery_buffered_records",

@@ -6,6 +6,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// CountBuckets are the buckets of every histogram of a number of records
+// (records per batch here, tasks per poll in the webhook sender).
+//
+// Counts are whole numbers, and each bound lies halfway between two of
+// them. histogram_quantile interpolates linearly inside the bucket the
+// quantile falls in, and takes the lowest bucket to start at 0: with a
+// first bound of 1, a run of single-record batches read 0.5 at the median.
+// Here a batch of 1 falls in (0.5, 1.5] and a batch of 2 in (1.5, 2.5], so
+// a run of either reads exactly 1 or 2 at the median, and no quantile of
+// batches of one size n is as far as half a record from n. Beyond 2 the
+// buckets widen (3–5, 6–10, …) and quantiles there are interpolated.
+var CountBuckets = []float64{0.5, 1.5, 2.5, 5.5, 10.5, 20.5, 50.5, 100.5, 250.5, 500.5, 1000.5}
+
 // Metrics of the consumer loop, labelled by consumer name.
 type Metrics struct {
 	batchRecords  *prometheus.HistogramVec
@@ -32,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		batchRecords: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pod_consumer_batch_records",
 			Help:    "Records applied per batch, by consumer.",
-			Buckets: []float64{1, 5, 10, 50, 100, 250, 500, 1000},
+			Buckets: CountBuckets,
 		}, []string{"consumer"}),
 		batchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pod_consumer_batch_seconds",
