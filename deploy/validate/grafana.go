@@ -91,11 +91,12 @@ type dashboard struct {
 }
 
 type panel struct {
-	ID         int             `json:"id"`
-	Type       string          `json:"type"`
-	Title      string          `json:"title"`
-	Datasource json.RawMessage `json:"datasource"`
-	Targets    []struct {
+	ID          int             `json:"id"`
+	Type        string          `json:"type"`
+	Title       string          `json:"title"`
+	Description string          `json:"description"`
+	Datasource  json.RawMessage `json:"datasource"`
+	Targets     []struct {
 		RefID      string          `json:"refId"`
 		Expr       string          `json:"expr"`
 		Datasource json.RawMessage `json:"datasource"`
@@ -198,6 +199,7 @@ func (v *validator) checkGrafana() {
 						}
 					}
 					v.useExpr(rel, tw, expandGrafanaVariables(t.Expr))
+					v.checkRequestTypes(rel, tw, p.Title+" "+p.Description, expandGrafanaVariables(t.Expr))
 				}
 			}
 		}

@@ -13,7 +13,9 @@
 //     POD_ROLES, KAFKA_BROKERS naming the 3 Kafka services, a health check, and a
 //     configuration podsvc accepts; Prometheus discovers every podsvc service;
 //   - deploy/grafana: provisioning files, and every dashboard panel has a
-//     datasource and targets whose expr is valid PromQL;
+//     datasource and targets whose expr is valid PromQL; a panel reading
+//     broker request round trips selects request types, and one that shows
+//     fetches says that they include the fetch wait;
 //   - metric names: every metric used by the alert rules, the dashboards and the
 //     adapter rules is listed in docs/metrics.md (or recorded by a rule);
 //   - every alert has for:, a severity label and a runbook_url whose anchor is a

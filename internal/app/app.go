@@ -71,14 +71,15 @@ type App struct {
 	Pusher       *push.Manager   // nil without the pusher role
 	Simulator    *push.Simulator // the built-in platform, when started
 
-	embedded *kafka.Embedded
-	listener net.Listener
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	serveErr chan error
-	stopOnce sync.Once
-	stopAPI  func(context.Context) error
-	closers  []func() // run last by Stop (or a failed Start)
+	embedded      *kafka.Embedded
+	brokerMetrics *brokerMetrics // of every Kafka client (kafkaMetrics)
+	listener      net.Listener
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
+	serveErr      chan error
+	stopOnce      sync.Once
+	stopAPI       func(context.Context) error
+	closers       []func() // run last by Stop (or a failed Start)
 }
 
 // Start builds every dependency and starts the configured roles. The
@@ -91,6 +92,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 		}
 	}()
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.brokerMetrics = newBrokerMetrics(a.Registry)
 
 	if a.Box, err = cfg.SecretBox(); err != nil {
 		return nil, err

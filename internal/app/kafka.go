@@ -9,15 +9,15 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 )
 
-// kafkaMetrics gives a client its id and kprom hooks registered on the app's
-// registry; each client has its own hooks (kprom unregisters them on close).
-// Records and batches are counted besides bytes, by node and topic, and
-// request round trips are timed.
+// kafkaMetrics gives a client its id, kprom hooks registered on the app's
+// registry (each client has its own; kprom unregisters them on close) and
+// the app's broker metrics (brokerMetrics: request round trips by request
+// type, and connection and I/O errors that exist before the first error).
+// Records and batches are counted besides bytes, by node and topic.
 func (a *App) kafkaMetrics(clientID string) []kgo.Opt {
-	m := kprom.NewMetrics("pod_kafka", kprom.Registerer(withoutMisnamed{a.Registry}), kprom.WithClientLabel(),
-		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Records, kprom.Batches, kprom.UncompressedBytes),
-		kprom.Histograms(kprom.RequestDurationE2E))
-	return []kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(m)}
+	m := kprom.NewMetrics("pod_kafka", kprom.Registerer(kpromRegisterer{a.Registry}), kprom.WithClientLabel(),
+		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Records, kprom.Batches, kprom.UncompressedBytes))
+	return []kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(m, a.brokerMetrics.hook(clientID))}
 }
 
 // groupMember is kafkaMetrics plus the group timing of every consumer-group
@@ -38,20 +38,21 @@ func (a *App) registerProducerBuffer() {
 	}, func() float64 { return float64(a.Producer.BufferedProduceRecords()) }))
 }
 
-// withoutMisnamed leaves out kprom's two gauges whose names end in _total
-// (pod_kafka_buffered_{produce,fetch}_records_total), which promlint
-// rightly rejects: a gauge must not look like a counter. The producer's
-// buffer is exported as pod_kafka_producer_buffered_records instead.
-type withoutMisnamed struct{ prometheus.Registerer }
+// kpromRegisterer leaves out of the registry kprom's two gauges whose names
+// end in _total (pod_kafka_buffered_{produce,fetch}_records_total), which
+// promlint rightly rejects: a gauge must not look like a counter (the
+// producer's buffer is exported as pod_kafka_producer_buffered_records
+// instead); and the metrics brokerMetrics reports in kprom's place.
+type kpromRegisterer struct{ prometheus.Registerer }
 
-func (r withoutMisnamed) Register(c prometheus.Collector) error {
-	if misnamedGauge(c) {
+func (r kpromRegisterer) Register(c prometheus.Collector) error {
+	if leftOut(c) {
 		return nil
 	}
 	return r.Registerer.Register(c)
 }
 
-func (r withoutMisnamed) MustRegister(cs ...prometheus.Collector) {
+func (r kpromRegisterer) MustRegister(cs ...prometheus.Collector) {
 	for _, c := range cs {
 		if err := r.Register(c); err != nil {
 			panic(err)
@@ -59,20 +60,15 @@ func (r withoutMisnamed) MustRegister(cs ...prometheus.Collector) {
 	}
 }
 
-func (r withoutMisnamed) Unregister(c prometheus.Collector) bool {
-	if misnamedGauge(c) {
+func (r kpromRegisterer) Unregister(c prometheus.Collector) bool {
+	if leftOut(c) {
 		return true
 	}
 	return r.Registerer.Unregister(c)
 }
 
-func misnamedGauge(c prometheus.Collector) bool {
-	ch := make(chan *prometheus.Desc, 16)
-	go func() { c.Describe(ch); close(ch) }()
-	bad := false
-	for d := range ch {
-		s := d.String()
-		bad = bad || strings.Contains(s, `fqName: "pod_kafka_buffered_`) && strings.Contains(s, `_records_total"`)
-	}
-	return bad
+func leftOut(c prometheus.Collector) bool {
+	return replacedByBrokerMetrics(c) || describesAny(c, func(name string) bool {
+		return strings.HasPrefix(name, "pod_kafka_buffered_") && strings.HasSuffix(name, "_records_total")
+	})
 }
