@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Embedded is the in-process Kafka-protocol broker. Its log lives on disk under
@@ -44,6 +45,7 @@ func StartEmbedded(dataDir string, port int, addrFile string) (*Embedded, error)
 		kfake.ClusterID("podsvc-embedded"),
 		// Consumers that restart quickly rejoin without waiting out a long session.
 		kfake.GroupMinSessionTimeout(time.Second),
+		kfake.MaxVersions(embeddedVersions()),
 	}
 	if port != 0 {
 		opts = append(opts, kfake.Ports(port))
@@ -61,6 +63,19 @@ func StartEmbedded(dataDir string, port int, addrFile string) (*Embedded, error)
 		}
 	}
 	return e, nil
+}
+
+// embeddedVersions are the request versions the embedded broker offers:
+// all it implements but DescribeTopicPartitions (key 75). kfake answers it
+// without the eligible-leader-replica lists, which Apache Kafka's admin
+// client (4.x) cannot read: its kafka-consumer-groups and kafka-topics
+// failed with a NullPointerException against the embedded broker. Without
+// the key offered, Java clients describe topics through Metadata, as they
+// do with older brokers; our own clients never use it.
+func embeddedVersions() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(75, -1)
+	return v
 }
 
 // Addr is the broker's host:port.
