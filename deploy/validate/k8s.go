@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/metricnames"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -567,7 +568,7 @@ func (v *validator) checkAdapter(configMaps map[string]k8sObject) map[string]boo
 	for i, r := range append(slices.Clone(cfg.Rules), cfg.ExternalRules...) {
 		where := fmt.Sprintf("adapter rule %d", i)
 		v.useExpr(o.file, where+" seriesQuery", r.SeriesQuery)
-		names, _ := metricNames(r.SeriesQuery)
+		names, _ := metricnames.InExpr(r.SeriesQuery)
 		if !strings.Contains(r.MetricsQuery, "<<.Series>>") || !strings.Contains(r.MetricsQuery, "<<.LabelMatchers>>") {
 			v.p.add(o.file, "%s: metricsQuery must use <<.Series>> and <<.LabelMatchers>>", where)
 		}
@@ -576,7 +577,7 @@ func (v *validator) checkAdapter(configMaps map[string]k8sObject) map[string]boo
 			series = names[0]
 		}
 		q := strings.NewReplacer("<<.Series>>", series, "<<.LabelMatchers>>", `l="x"`, "<<.GroupBy>>", "l").Replace(r.MetricsQuery)
-		if _, err := metricNames(q); err != nil {
+		if _, err := metricnames.InExpr(q); err != nil {
 			v.p.add(o.file, "%s: metricsQuery is not valid PromQL: %v", where, err)
 		}
 		for _, n := range names {

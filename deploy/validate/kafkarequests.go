@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 
+	"github.com/printpod/pod/internal/metricnames"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -34,7 +35,7 @@ func requestTypeProblems(text, expr string) []string {
 			return nil
 		}
 		name := vs.Name
-		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		for _, suffix := range metricnames.HistogramSeries {
 			name = strings.TrimSuffix(name, suffix)
 		}
 		if !requestTyped[name] {

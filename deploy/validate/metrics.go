@@ -2,42 +2,15 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
-	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/printpod/pod/internal/metricnames"
 )
-
-// metricNames extracts the metric names a PromQL expression selects.
-func metricNames(expr string) ([]string, error) {
-	e, err := parser.ParseExpr(expr)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
-		vs, ok := node.(*parser.VectorSelector)
-		if !ok {
-			return nil
-		}
-		if vs.Name != "" {
-			names = append(names, vs.Name)
-			return nil
-		}
-		for _, m := range vs.LabelMatchers {
-			if m.Name == "__name__" {
-				names = append(names, m.Value)
-			}
-		}
-		return nil
-	})
-	return names, nil
-}
 
 // useExpr parses expr and records its metric names; a parse error is a problem
 // of file.
 func (v *validator) useExpr(file, where, expr string) {
-	names, err := metricNames(expr)
+	names, err := metricnames.InExpr(expr)
 	if err != nil {
 		v.p.add(file, "%s: invalid PromQL %q: %v", where, expr, err)
 		return
@@ -47,13 +20,9 @@ func (v *validator) useExpr(file, where, expr string) {
 	}
 }
 
-// metricToken is a backticked metric name in docs/metrics.md, with optional
-// labels ({...}) or a trailing * for a family of names.
-var metricToken = regexp.MustCompile("`([a-zA-Z_:][a-zA-Z0-9_:]*)(\\*)?(?:\\{[^`]*\\})?`")
-
-// documentedMetrics reads the metric names docs/metrics.md lists: every
-// backticked token that looks like a metric name (it has an underscore); one
-// ending in * names a prefix.
+// documentedMetrics reads the metric names docs/metrics.md lists (the first
+// cell of its table rows) and the families it names as a prefix (`go_*`);
+// see metricnames.Documented.
 func (v *validator) documentedMetrics() (names map[string]bool, prefixes []string, ok bool) {
 	path, rel := v.path("docs", "metrics.md"), "docs/metrics.md"
 	if v.metricsFile != "" {
@@ -63,21 +32,9 @@ func (v *validator) documentedMetrics() (names map[string]bool, prefixes []strin
 	if !ok {
 		return nil, nil, false
 	}
-	names = map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		for _, m := range metricToken.FindAllStringSubmatch(line, -1) {
-			if !strings.Contains(m[1], "_") {
-				continue
-			}
-			if m[2] == "*" {
-				prefixes = append(prefixes, m[1])
-			} else {
-				names[m[1]] = true
-			}
-		}
-	}
+	names, prefixes = metricnames.Documented(string(b))
 	if len(names) == 0 && len(prefixes) == 0 {
-		v.p.add(rel, "lists no metric name (expected backticked names such as `pod_http_requests_total`)")
+		v.p.add(rel, "lists no metric name (expected table rows such as | `pod_http_requests_total` | counter | … |)")
 		return nil, nil, false
 	}
 	return names, prefixes, true
@@ -107,7 +64,7 @@ func (v *validator) checkMetricNames() {
 				return true
 			}
 		}
-		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		for _, suffix := range metricnames.HistogramSeries {
 			if base, found := strings.CutSuffix(n, suffix); found && names[base] {
 				return true
 			}
