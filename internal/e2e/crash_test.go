@@ -99,7 +99,7 @@ func (p *podsvcProc) kill(t *testing.T) {
 // test failed.
 func newPodsvcProc(t *testing.T, env ...string) *podsvcProc {
 	t.Helper()
-	bin := podsvcBinary.build(t)
+	bin := podsvcBinary.Build(t, binDir)
 	dir := t.TempDir()
 	dbURL := testenv.NewDatabase(t)
 	logf, err := os.Create(filepath.Join(dir, "podsvc.log"))

@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,34 +37,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// builtBinary is a command of the module built at most once per test binary
-// run, into binDir.
-type builtBinary struct {
-	pkg  string
-	once sync.Once
-	path string
-	out  []byte
-	err  error
-}
-
 var (
-	podsvcBinary = &builtBinary{pkg: "github.com/printpod/pod/cmd/podsvc"}
-	podctlBinary = &builtBinary{pkg: "github.com/printpod/pod/cmd/podctl"}
+	podsvcBinary = &podtest.Binary{Pkg: "github.com/printpod/pod/cmd/podsvc"}
+	podctlBinary = &podtest.Binary{Pkg: "github.com/printpod/pod/cmd/podctl"}
 )
-
-// build returns the path of the binary, building it on first use.
-func (b *builtBinary) build(t testing.TB) string {
-	t.Helper()
-	name := filepath.Base(b.pkg)
-	b.once.Do(func() {
-		b.path = filepath.Join(binDir, name)
-		b.out, b.err = exec.Command("go", "build", "-o", b.path, b.pkg).CombinedOutput()
-	})
-	if b.err != nil {
-		t.Fatalf("build %s: %v\n%s", name, b.err, b.out)
-	}
-	return b.path
-}
 
 // demoEnv is a running podsvc with the demo catalog projected.
 type demoEnv struct {

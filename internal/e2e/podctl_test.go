@@ -19,7 +19,7 @@ import (
 // buildPodctl compiles cmd/podctl once per test binary run.
 func buildPodctl(t *testing.T) string {
 	t.Helper()
-	return podctlBinary.build(t)
+	return podctlBinary.Build(t, binDir)
 }
 
 type podctlRun struct {
