@@ -10,10 +10,15 @@ run: services docs
 	$(GO) run ./cmd/podsvc
 
 ## test: every test (unit, integration, end-to-end) against real Postgres, Redis and the
-## in-process Kafka, then the end-to-end tests again on a real 3-node Kafka (test-realkafka)
+## in-process Kafka, then the end-to-end tests again on a real 3-node Kafka (test-realkafka).
+## The live test of the alerts and dashboards (deploy/prometheus/livetest) runs a real
+## Prometheus server: deploy/local/prometheus.sh installs Debian's where missing and prints
+## its path, passed in POD_TEST_PROMETHEUS.
 test: services docs
 	@bash deploy/local/chromium.sh
-	$(GO) test $(TEST_FLAGS) ./...
+	@prometheus=$$(bash deploy/local/prometheus.sh) && \
+	echo "POD_TEST_PROMETHEUS=$$prometheus $(GO) test $(TEST_FLAGS) ./..." && \
+	POD_TEST_PROMETHEUS=$$prometheus $(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory test-realkafka
 	@$(MAKE) --no-print-directory fuzz-short
 

@@ -1,0 +1,170 @@
+package livetest
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/schemas"
+)
+
+// TestSignalsOnALivePrometheus runs three fresh stacks at once, each a
+// podsvc under podbench load scraped by its own Prometheus: a healthy run
+// followed by a stopped consumer, a dead webhook endpoint, and a poison
+// record. See the package documentation for what each proves.
+func TestSignalsOnALivePrometheus(t *testing.T) {
+	prometheusBinary(t)
+	podsvcBinary.Build(t, binDir)
+	podbenchBinary.Build(t, binDir)
+	t.Logf("the loaded rules are alerts.yml's, with these for: durations:\n%s", alertFor(t))
+
+	t.Run("a healthy run, then a stopped consumer", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t)
+		checkUsedFromStart(t, s.atStart)
+		s.startLoad(t)
+		waitRulesHealthy(t, s.prom)
+		report, answers := checkPanels(t, s.prom, 2*time.Minute)
+		t.Logf("every dashboard query on live data (healthy run):\n%s", report)
+		checkBatchSizes(t, answers)
+		// The healthy run lasts at least healthyOrders orders (about 40 s),
+		// longer than any shortened for: but the retry tier backlog's.
+		s.waitOrders(t, healthyOrders)
+		checkNoAlerts(t, s.prom, s.prom.start)
+		waitRulesHealthy(t, s.prom)
+		live, err := s.scrape()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDocumentedSet(t, live)
+		if t.Failed() {
+			return
+		}
+
+		// push-manager stops: lag builds on pod.order.events while its
+		// process runs on and reports it.
+		from := time.Now()
+		s.stopConsumer(t, "push-manager")
+		report = checkAlerts(t, s.prom, from, expectation{
+			firing: map[string]map[string]string{
+				"PodConsumerStalled":    {"consumer": "push-manager", "role": role},
+				"PodConsumerLagGrowing": {"group": "push-manager"},
+			},
+			mayPend: map[string]string{
+				"PodConsumerBatchFailures": "a batch times out and fails every 30 s; it fires after 10 minutes of that (its for: is kept)",
+			},
+		}, 4*time.Minute)
+		t.Logf("a stopped consumer (push-manager's stored offsets held locked) fired, after %s:\n%s", time.Since(from).Round(time.Second), report)
+		waitRulesHealthy(t, s.prom)
+	})
+
+	t.Run("a dead webhook endpoint", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t)
+		id := s.deadWebhook(t)
+		s.startLoad(t)
+		report := checkAlerts(t, s.prom, s.prom.start, expectation{
+			firing: map[string]map[string]string{
+				"PodWebhookFailureRateHigh":      {},
+				"PodWebhookDLQGrowing":           {"topic": schemas.TopicWebhookDLQ},
+				"PodWebhookEndpointAutoDisabled": {},
+			},
+			noCritical: true,
+		}, 2*time.Minute)
+		t.Logf("a dead webhook endpoint (connections refused, 1 s retry tiers) fired:\n%s", report)
+		if ss, err := s.prom.query(`sum(pod_webhook_auto_disabled_total)`); err != nil || len(ss) != 1 || ss[0].Value != 1 {
+			t.Errorf("pod_webhook_auto_disabled_total: %v (%v), want 1: one webhook was disabled", ss, err)
+		}
+		var w struct {
+			IsActive bool `json:"is_active"`
+		}
+		s.api.Get("/v1/me/webhooks/"+id).JSON(t, &w)
+		if w.IsActive {
+			t.Errorf("the dead webhook is still active")
+		}
+	})
+
+	t.Run("a poison record", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t)
+		s.startLoad(t)
+		waitRulesHealthy(t, s.prom)
+		// The counter's 0 is scraped before the record is planted, as it is
+		// in production, where it exists from the consumer's start.
+		s.waitScraped(t, `pod_consumer_dead_letters_total{consumer="fulfillment-bridge"}`)
+		from := time.Now()
+		s.plantPoison(t, topicFulfillmentUpdates)
+		report := checkAlerts(t, s.prom, s.prom.start, expectation{
+			firing: map[string]map[string]string{
+				"PodConsumerDeadLetters": {"consumer": "fulfillment-bridge"},
+			},
+			mayPend: map[string]string{
+				"PodConsumerBatchFailures": "the record failed its few tries before it was dead-lettered; a burst of failures never lasts the 10 minutes of its for: (kept)",
+			},
+			noCritical: true,
+		}, 2*time.Minute)
+		t.Logf("a poison record on %s fired, after %s:\n%s", topicFulfillmentUpdates, time.Since(from).Round(time.Second), report)
+		waitRulesHealthy(t, s.prom)
+	})
+}
+
+// healthyOrders is how many orders the healthy run takes at least.
+const healthyOrders = 800
+
+// waitOrders waits until Prometheus has seen n orders in the read model.
+func (s *stack) waitOrders(t *testing.T, n int) {
+	t.Helper()
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		ss, err := s.prom.query(`sum(max by (status) (pod_orders))`)
+		if err != nil {
+			return err
+		}
+		if len(ss) == 0 || ss[0].Value < float64(n) {
+			return fmt.Errorf("orders so far: %v, want %d", ss, n)
+		}
+		return nil
+	})
+}
+
+// checkBatchSizes requires every batch-size and tasks-per-poll quantile
+// the dashboards show to read at least one record: a batch holds one or
+// more.
+func checkBatchSizes(t *testing.T, answers map[string][]sample) {
+	t.Helper()
+	n := 0
+	for key, ss := range answers {
+		if !strings.Contains(key, "Batch size") && !strings.Contains(key, "Tasks per poll") {
+			continue
+		}
+		for _, s := range ss {
+			if math.IsNaN(s.Value) {
+				continue
+			}
+			n++
+			if s.Value < 1 {
+				t.Errorf("%s reads %s: less than one record per batch", key, s)
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("no batch-size quantile had a value")
+	}
+}
+
+// waitScraped waits until Prometheus has a sample of expr.
+func (s *stack) waitScraped(t *testing.T, expr string) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		ss, err := s.prom.query(expr)
+		if err != nil {
+			return err
+		}
+		if len(ss) == 0 {
+			return fmt.Errorf("%s not scraped yet", expr)
+		}
+		return nil
+	})
+}
