@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/printpod/pod/internal/app"
+	"github.com/printpod/pod/cmd/podsvc/app"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/logging"
 )

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/cmd/podsvc/app"
 	"github.com/printpod/pod/internal/accounts"
-	"github.com/printpod/pod/internal/app"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/logging"
 	"github.com/printpod/pod/internal/podtest"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/printpod/pod/internal/app"
+	"github.com/printpod/pod/cmd/podsvc/app"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/testenv"
 	"github.com/printpod/pod/schemas"

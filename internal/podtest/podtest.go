@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/printpod/pod/internal/app"
+	"github.com/printpod/pod/cmd/podsvc/app"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/logging"
