@@ -62,6 +62,19 @@ ensure_postgres() {
     fi
     pg_query 'select 1' >/dev/null || die "cannot log in to Postgres on $PGHOST:$PGPORT as user postgres without a password; set DATABASE_URL to a working URL."
   fi
+  # make test runs several services at once, each with an API pool and a
+  # worker pool: Debian's default of 100 connections runs out.
+  local maxconn
+  maxconn=$(pg_query 'show max_connections')
+  if [ "${maxconn:-0}" -lt 300 ] && command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    local ver
+    ver=$(ls /etc/postgresql | sort -V | tail -n 1)
+    say "raising Postgres max_connections from $maxconn to 300 (restart)"
+    pg_query 'alter system set max_connections = 300' >/dev/null
+    pg_ctlcluster --skip-systemctl-redirect "$ver" main restart || die "Postgres $ver did not restart; see /var/log/postgresql/postgresql-$ver-main.log"
+    for _ in $(seq 1 50); do pg_up && break; sleep 0.2; done
+    pg_up || die "Postgres did not become ready on $PGHOST:$PGPORT after the restart"
+  fi
   if ! pg_query "select 1 from pg_available_extensions where name = 'pg_trgm'" | grep -q 1; then
     apt_install postgresql-contrib
   fi
