@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -76,15 +75,14 @@ func TaskRecord(topic string, t schemas.DeliveryTask) (*kgo.Record, error) {
 }
 
 // Fanout turns order events into one delivery task per subscribed active
-// webhook of the order's client, on pod.webhook.deliveries. Tasks are
-// published before the consumed offsets commit; a batch done again after a
-// crash publishes tasks with the same delivery ids, which the sender and the
-// delivery log take once.
+// webhook of the order's client, on pod.webhook.deliveries. Its handler
+// returns the tasks (the runner produces them before the consumed offsets
+// commit); a batch done again after a crash emits the same tasks, ids and
+// times derived from the event, which the sender and the delivery log take
+// once.
 type Fanout struct {
-	Pool     *pgxpool.Pool
-	Producer *kgo.Client
-	Log      *slog.Logger
-	Naming   schemas.Naming // topic names on the cluster
+	Log    *slog.Logger
+	Naming schemas.Naming // topic names on the cluster
 }
 
 // Consumer is the fan-out's stream consumer.
@@ -98,7 +96,7 @@ type subscription struct {
 	gen    int
 }
 
-func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 	type item struct {
 		ev   schemas.Event
 		data schemas.OrderEventData
@@ -110,14 +108,14 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) erro
 		// the rest go on.
 		ev, err := schemas.ParseEvent(r.Value)
 		if err != nil {
-			return stream.Poison(fmt.Errorf("order event record %d/%d: %w", r.Partition, r.Offset, err))
+			return nil, stream.Poison(fmt.Errorf("order event record %d/%d: %w", r.Partition, r.Offset, err))
 		}
 		if !schemas.IsWebhookTopic(ev.Type) {
 			continue
 		}
 		var d schemas.OrderEventData
 		if err := ev.Decode(&d); err != nil {
-			return stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
+			return nil, stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
 		}
 		items = append(items, item{ev: ev, data: d})
 		if !slices.Contains(accounts, d.Order.AccountID) {
@@ -125,11 +123,11 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) erro
 		}
 	}
 	if len(items) == 0 {
-		return nil
+		return nil, nil
 	}
 	rows, err := tx.Query(ctx, `SELECT id, account_id, topics, gen FROM webhooks WHERE account_id = ANY($1) AND is_active`, accounts)
 	if err != nil {
-		return fmt.Errorf("load subscriptions: %w", err)
+		return nil, fmt.Errorf("load subscriptions: %w", err)
 	}
 	subs := map[uuid.UUID][]subscription{}
 	var s subscription
@@ -138,11 +136,11 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) erro
 		subs[account] = append(subs[account], subscription{id: s.id, topics: slices.Clone(s.topics), gen: s.gen})
 		return nil
 	}); err != nil {
-		return fmt.Errorf("load subscriptions: %w", err)
+		return nil, fmt.Errorf("load subscriptions: %w", err)
 	}
 	var out []*kgo.Record
-	now := time.Now().UTC()
 	for _, it := range items {
+		at := it.ev.OccurredAt.UTC()
 		account := it.data.Order.AccountID
 		var payload json.RawMessage // made once, for the first subscriber
 		for _, sub := range subs[account] {
@@ -151,24 +149,18 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) erro
 			}
 			if payload == nil {
 				if payload, err = clientPayload(it.ev, it.data); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			rec, err := TaskRecord(f.Naming.Topic(schemas.TopicWebhookDeliveries), schemas.DeliveryTask{
 				DeliveryID: DeliveryID(sub.id, it.ev.ID), WebhookID: sub.id, AccountID: account, EventID: it.ev.ID,
-				Topic: it.ev.Type, Gen: sub.gen, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now, Payload: payload,
+				Topic: it.ev.Type, Gen: sub.gen, Run: 1, Attempt: 1, DueAt: at, CreatedAt: at, Payload: payload,
 			})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			out = append(out, rec)
 		}
 	}
-	if len(out) == 0 {
-		return nil
-	}
-	if err := f.Producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
-		return fmt.Errorf("publish delivery tasks: %w", err)
-	}
-	return nil
+	return out, nil
 }

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
@@ -42,14 +42,18 @@ type Decision struct {
 // Accepted reports whether the command was applied.
 func (d Decision) Accepted() bool { return d.Code == "" }
 
-// Decider applies order commands: per batch, one transaction holds the
-// consumed offsets, the orders' new state, the decisions and the outbox.
-// Events are published after commit, in order per commands partition.
+// Decider applies order commands. Per batch one transaction holds the
+// consumed offsets, the orders' new state, the decisions and the orders'
+// push jobs; the handler returns the batch's events, which the stage runner
+// produces before that transaction commits. Event ids derive from the
+// command and the time from its record, so a batch redone after a crash
+// emits the same events. The decider is the only writer of order state:
+// push workers send it commands like every other client.
 type Decider struct {
-	Pool     *pgxpool.Pool
-	Producer *kgo.Client
-	Log      *slog.Logger
-	Naming   schemas.Naming // topic names on the cluster
+	Log    *slog.Logger
+	Naming schemas.Naming // topic names on the cluster
+	// RetryDelays are the waits before the automatic push retries.
+	RetryDelays []time.Duration
 }
 
 // Consumer is the decider's stream consumer.
@@ -59,27 +63,6 @@ func (d *Decider) Consumer() stream.Consumer {
 		Topics:   []string{d.Naming.Topic(schemas.TopicOrderCommands)},
 		Handle:   d.handle,
 		MaxBatch: 500,
-		// Each partition's outbox is published in its own transaction under
-		// its own offsets lock, so the partitions of a batch are published
-		// at once rather than one after another (the consumer loop waits).
-		AfterCommit: func(ctx context.Context, recs []*kgo.Record) {
-			seen := map[int32]bool{}
-			var wg sync.WaitGroup
-			for _, r := range recs {
-				if seen[r.Partition] {
-					continue
-				}
-				seen[r.Partition] = true
-				wg.Add(1)
-				go func(p int32) {
-					defer wg.Done()
-					if err := d.flush(ctx, p); err != nil {
-						d.Log.Warn("publishing order events failed; the relay retries", "partition", p, "err", err)
-					}
-				}(r.Partition)
-			}
-			wg.Wait()
-		},
 	}
 }
 
@@ -89,61 +72,37 @@ type orderRow struct {
 	dirty   bool
 }
 
-type outboxRow struct {
-	partition int32
-	ev        schemas.Event
-	orderID   uuid.UUID
-	version   int
-}
-
-func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 	cmds := make([]Command, 0, len(recs))
-	parts := make([]int32, 0, len(recs))
 	times := make([]time.Time, 0, len(recs))
-	var cmdIDs, orderIDs []uuid.UUID
+	cmdIDs := make([]uuid.UUID, 0, len(recs))
+	orderIDs := make([]uuid.UUID, 0, len(recs))
 	for _, r := range recs {
 		var c Command
 		if err := json.Unmarshal(r.Value, &c); err != nil {
 			// The runner dead-letters it; the rest go on.
-			return stream.Poison(fmt.Errorf("order command %d/%d: %w", r.Partition, r.Offset, err))
+			return nil, stream.Poison(fmt.Errorf("order command %d/%d: %w", r.Partition, r.Offset, err))
 		}
 		if c.ID == uuid.Nil || c.OrderID == uuid.Nil {
-			return stream.Poison(fmt.Errorf("order command %d/%d has no id or order id", r.Partition, r.Offset))
+			return nil, stream.Poison(fmt.Errorf("order command %d/%d has no id or order id", r.Partition, r.Offset))
 		}
 		cmds = append(cmds, c)
-		parts = append(parts, r.Partition)
 		times = append(times, r.Timestamp)
 		cmdIDs = append(cmdIDs, c.ID)
 		orderIDs = append(orderIDs, c.OrderID)
 	}
-	if len(cmds) == 0 {
-		return nil
-	}
 	decided, err := Decisions.Decided(ctx, tx, cmdIDs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	orders := map[uuid.UUID]*orderRow{}
-	rows, err := tx.Query(ctx, `SELECT order_id, state, version FROM order_state WHERE order_id = ANY($1) FOR UPDATE`, orderIDs)
+	orders, err := loadStates(ctx, tx, orderIDs)
 	if err != nil {
-		return fmt.Errorf("load order state: %w", err)
-	}
-	var id uuid.UUID
-	var raw []byte
-	var version int
-	if _, err := pgx.ForEachRow(rows, []any{&id, &raw, &version}, func() error {
-		var s State
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("order %s state: %w", id, err)
-		}
-		orders[id] = &orderRow{state: s, version: version}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("load order state: %w", err)
+		return nil, err
 	}
 
 	var decisions []Decision
-	var outbox []outboxRow
+	var out []*kgo.Record
+	pushJobs := jobs.NewWrites(PushQueue)
 	for i, c := range cmds {
 		if decided[c.ID] {
 			continue // sent twice: the first decision stands
@@ -171,14 +130,82 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 			o.state = Evolve(o.state, ev)
 			o.version++
 			o.dirty = true
-			outbox = append(outbox, outboxRow{partition: parts[i], ev: ev, orderID: c.OrderID, version: o.version})
+			rec, data, err := d.eventRecord(ev, o.version)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rec)
+			if err := pushEffect(pushJobs, o.state, ev, data, d.RetryDelays); err != nil {
+				return nil, err
+			}
 		}
 		dec.Status, dec.Version = o.state.Status, o.version
 		decisions = append(decisions, dec)
 	}
 
 	batch := &pgx.Batch{}
-	for oid, o := range orders {
+	if err := queueStates(batch, orders); err != nil {
+		return nil, err
+	}
+	queueDecisions(batch, decisions)
+	pushJobs.Queue(batch)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("store decisions: %w", err)
+	}
+	return out, nil
+}
+
+// eventRecord is ev's pod.order.events record, keyed by order id, with
+// its type and the order's version after it in headers; data is ev's data.
+func (d *Decider) eventRecord(ev schemas.Event, version int) (*kgo.Record, *schemas.OrderEventData, error) {
+	var data schemas.OrderEventData
+	if err := ev.Decode(&data); err != nil {
+		return nil, nil, err
+	}
+	value, err := json.Marshal(ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &kgo.Record{
+		Topic: d.Naming.Topic(schemas.TopicOrderEvents),
+		Key:   []byte(data.Order.ID.String()),
+		Value: value,
+		Headers: []kgo.RecordHeader{
+			{Key: schemas.HeaderEventType, Value: []byte(ev.Type)},
+			{Key: schemas.HeaderOrderVersion, Value: []byte(strconv.Itoa(version))},
+		},
+	}, &data, nil
+}
+
+// loadStates reads and locks the state of the orders ids.
+func loadStates(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (map[uuid.UUID]*orderRow, error) {
+	rows, err := tx.Query(ctx, `SELECT order_id, state, version FROM order_state WHERE order_id = ANY($1) FOR UPDATE`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load order state: %w", err)
+	}
+	orders := make(map[uuid.UUID]*orderRow, len(ids))
+	var id uuid.UUID
+	var raw []byte
+	var version int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &raw, &version}, func() error {
+		var s State
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("order %s state: %w", id, err)
+		}
+		orders[id] = &orderRow{state: s, version: version}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("load order state: %w", err)
+	}
+	return orders, nil
+}
+
+// queueStates writes the changed orders' state in one statement.
+func queueStates(b *pgx.Batch, orders map[uuid.UUID]*orderRow) error {
+	var ids, accounts []uuid.UUID
+	var states [][]byte
+	var versions []int32
+	for id, o := range orders {
 		if !o.dirty {
 			continue
 		}
@@ -186,30 +213,42 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		if err != nil {
 			return err
 		}
-		batch.Queue(`INSERT INTO order_state (order_id, account_id, state, version, updated_at) VALUES ($1, $2, $3, $4, now())
-			ON CONFLICT (order_id) DO UPDATE SET state = excluded.state, version = excluded.version, updated_at = now()`,
-			oid, o.state.Order.AccountID, raw, o.version)
+		ids = append(ids, id)
+		accounts = append(accounts, o.state.Order.AccountID)
+		states = append(states, raw)
+		versions = append(versions, int32(o.version))
 	}
-	for _, r := range outbox {
-		value, err := json.Marshal(r.ev)
-		if err != nil {
-			return err
-		}
-		batch.Queue(`INSERT INTO order_outbox (partition, event_id, order_id, version, type, value) VALUES ($1, $2, $3, $4, $5, $6)`,
-			r.partition, r.ev.ID, r.orderID, r.version, r.ev.Type, value)
+	if len(ids) == 0 {
+		return nil
 	}
-	var ids []string
-	for _, dec := range decisions {
-		batch.Queue(`INSERT INTO order_decisions (command_id, order_id, error_code, error_message, status, version)
-			VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''), NULLIF($5, ''), $6)`,
-			dec.CommandID, dec.OrderID, dec.Code, dec.Message, dec.Status, dec.Version)
-		ids = append(ids, dec.CommandID.String())
-	}
-	Decisions.QueueNotify(batch, ids)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("store decisions: %w", err)
-	}
+	b.Queue(`INSERT INTO order_state (order_id, account_id, state, version, updated_at)
+		SELECT id, account, state, version, now() FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[], $4::int[]) AS s(id, account, state, version)
+		ON CONFLICT (order_id) DO UPDATE SET state = excluded.state, version = excluded.version, updated_at = now()`,
+		ids, accounts, states, versions)
 	return nil
+}
+
+// queueDecisions records decisions in one statement and announces them.
+func queueDecisions(b *pgx.Batch, decisions []Decision) {
+	if len(decisions) == 0 {
+		return
+	}
+	n := len(decisions)
+	cmdIDs, orderIDs := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	codes, msgs, statuses := make([]string, n), make([]string, n), make([]string, n)
+	versions := make([]int32, n)
+	ids := make([]string, n)
+	for i, dec := range decisions {
+		cmdIDs[i], orderIDs[i] = dec.CommandID, dec.OrderID
+		codes[i], msgs[i], statuses[i] = dec.Code, dec.Message, dec.Status
+		versions[i] = int32(dec.Version)
+		ids[i] = dec.CommandID.String()
+	}
+	b.Queue(`INSERT INTO order_decisions (command_id, order_id, error_code, error_message, status, version)
+		SELECT id, order_id, NULLIF(code, ''), NULLIF(msg, ''), NULLIF(status, ''), version
+		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[]) AS d(id, order_id, code, msg, status, version)`,
+		cmdIDs, orderIDs, codes, msgs, statuses, versions)
+	Decisions.QueueNotify(b, ids)
 }
 
 // ErrorCode maps a decision error to its API error code ("" when it is not
@@ -228,133 +267,10 @@ func ErrorCode(err error) string {
 	return ""
 }
 
-// flush publishes the outbox rows of one commands partition in order, under
-// that partition's offset row lock (so a decider batch and the relay never
-// publish one partition's rows concurrently), then deletes them.
-func (d *Decider) flush(ctx context.Context, partition int32) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	for {
-		n, err := d.flushSome(ctx, partition)
-		if err != nil || n < outboxChunk {
-			return err
-		}
-	}
-}
-
-const outboxChunk = 2000
-
-func (d *Decider) flushSome(ctx context.Context, partition int32) (int, error) {
-	tx, err := d.Pool.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM consumer_offsets WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
-		DeciderName, d.Naming.Topic(schemas.TopicOrderCommands), partition); err != nil {
-		return 0, fmt.Errorf("lock partition %d: %w", partition, err)
-	}
-	rows, err := tx.Query(ctx, `SELECT seq, order_id, version, type, value FROM order_outbox
-		WHERE partition = $1 ORDER BY seq LIMIT $2`, partition, outboxChunk)
-	if err != nil {
-		return 0, err
-	}
-	var recs []*kgo.Record
-	var seqs []int64
-	var seq int64
-	var oid uuid.UUID
-	var version int
-	var typ string
-	var value []byte
-	if _, err := pgx.ForEachRow(rows, []any{&seq, &oid, &version, &typ, &value}, func() error {
-		seqs = append(seqs, seq)
-		recs = append(recs, &kgo.Record{
-			Topic: d.Naming.Topic(schemas.TopicOrderEvents),
-			Key:   []byte(oid.String()),
-			Value: append([]byte(nil), value...),
-			Headers: []kgo.RecordHeader{
-				{Key: schemas.HeaderEventType, Value: []byte(typ)},
-				{Key: schemas.HeaderOrderVersion, Value: []byte(strconv.Itoa(version))},
-			},
-		})
-		return nil
-	}); err != nil {
-		return 0, err
-	}
-	if len(recs) == 0 {
-		return 0, nil
-	}
-	results := d.Producer.ProduceSync(ctx, recs...)
-	// Delete what was published, except events of an order behind one of
-	// its own that failed: they are published again after it, in order
-	// (a repeat keeps its id, so consumers dedupe).
-	failed := map[string]bool{}
-	var done []int64
-	var firstErr error
-	for i, r := range results {
-		key := string(recs[i].Key)
-		if r.Err != nil || failed[key] {
-			failed[key] = true
-			if firstErr == nil && r.Err != nil {
-				firstErr = r.Err
-			}
-			continue
-		}
-		done = append(done, seqs[i])
-	}
-	if len(done) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM order_outbox WHERE seq = ANY($1)`, done); err != nil {
-			return 0, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return 0, err
-		}
-	}
-	if firstErr != nil {
-		return 0, fmt.Errorf("publish order events: %w", firstErr)
-	}
-	return len(recs), nil
-}
-
 // DecisionRetention is how long decisions are kept: long enough for every
 // redo (a batch item, a push job, the 24 h soft duplicate window) to find
 // the first decision of its command.
 const DecisionRetention = 7 * 24 * time.Hour
-
-// Relay publishes outbox rows left behind (a crash between commit and
-// publish, or Kafka away at the time) until ctx ends. It also drops
-// decisions older than DecisionRetention, hourly.
-func (d *Decider) Relay(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	var pruned time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if time.Since(pruned) > time.Hour {
-			pruned = time.Now()
-			if err := Decisions.Prune(ctx, d.Pool, DecisionRetention); err != nil && ctx.Err() == nil {
-				d.Log.Warn("pruning old decisions failed", "err", err)
-			}
-		}
-		rows, err := d.Pool.Query(ctx, `SELECT DISTINCT partition FROM order_outbox`)
-		if err != nil {
-			continue
-		}
-		parts, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		if err != nil {
-			continue
-		}
-		for _, p := range parts {
-			if err := d.flush(ctx, p); err != nil && ctx.Err() == nil {
-				d.Log.Warn("outbox relay failed", "partition", p, "err", err)
-			}
-		}
-	}
-}
 
 // LoadDecision reads a command's decision; ok is false while undecided.
 func LoadDecision(ctx context.Context, q *pgxpool.Pool, commandID uuid.UUID) (d Decision, ok bool, err error) {

@@ -20,36 +20,30 @@ const FulfillmentBridgeName = "fulfillment-bridge"
 // FulfillmentBridge forwards pod.fulfillment.updates to the order decider
 // as fulfillment commands (command id derived from the update id, so an
 // update forwarded twice is decided once).
-func FulfillmentBridge(producer *kgo.Client, n schemas.Naming, log *slog.Logger) stream.Consumer {
+func FulfillmentBridge(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   FulfillmentBridgeName,
 		Topics: []string{n.Topic(schemas.TopicFulfillmentUpdates)},
-		Handle: func(ctx context.Context, _ pgx.Tx, recs []*kgo.Record) error {
+		Handle: func(ctx context.Context, _ pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 			var out []*kgo.Record
 			for _, rec := range recs {
 				var u schemas.FulfillmentUpdate
 				if err := json.Unmarshal(rec.Value, &u); err != nil {
 					// The runner dead-letters it; the rest go on.
-					return stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
+					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
 				if u.ID == uuid.Nil || u.OrderID == uuid.Nil {
-					return stream.Poison(fmt.Errorf("fulfillment update %d/%d has no id or order id", rec.Partition, rec.Offset))
+					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d has no id or order id", rec.Partition, rec.Offset))
 				}
 				c := Command{ID: uuid.NewSHA1(u.ID, []byte("fulfillment")), Kind: KindFulfillment, OrderID: u.OrderID,
 					Status: u.Status, Tracking: u.Tracking}
-				rec, err := Record(n, c)
+				cmd, err := Record(n, c)
 				if err != nil {
-					return err
+					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
-				out = append(out, rec)
+				out = append(out, cmd)
 			}
-			if len(out) == 0 {
-				return nil
-			}
-			if err := producer.ProduceSync(ctx, out...).FirstErr(); err != nil {
-				return fmt.Errorf("forward fulfillment updates: %w", err)
-			}
-			return nil
+			return out, nil
 		},
 	}
 }

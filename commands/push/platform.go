@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/order"
 	"github.com/sethvargo/go-retry"
 )
 
@@ -43,19 +44,9 @@ type Client struct {
 	Backoff func() retry.Backoff
 }
 
-// Order is the body of an order sent to the platform.
-type Order struct {
-	OrderID         uuid.UUID       `json:"order_id"`
-	ReferenceID     string          `json:"reference_id"`
-	Customer        json.RawMessage `json:"customer,omitempty"`
-	ShippingAddress json.RawMessage `json:"shipping_address,omitempty"`
-	LabelLink       string          `json:"label_link,omitempty"`
-	TrackingNumber  string          `json:"tracking_number,omitempty"`
-	ShippingService string          `json:"shipping_service"`
-	LineItems       json.RawMessage `json:"line_items"`
-	Note            string          `json:"note,omitempty"`
-	Tags            string          `json:"tags,omitempty"`
-}
+// Order is the body of an order sent to the platform; the order decider
+// writes it into the order's push job.
+type Order = order.PlatformOrder
 
 // Result identifies the order the platform created.
 type Result struct {

@@ -1,11 +1,10 @@
-// Package push is the push process manager: it turns order events into
-// pushes to the store platform, and push results back into order commands.
+// Package push works the order push jobs: it sends the order decider the
+// commands a job's step calls for, and calls the store platform.
 package push
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,292 +12,185 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
-	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ConsumerName is the process manager's consumer group and offsets key.
-const ConsumerName = "push-manager"
+// Worker works the push jobs the order decider keeps (order.PushQueue).
+// A push is one job that moves through its steps: start (send start_push),
+// call (call the platform with no transaction open, send complete_push or
+// fail_push), auto_retry (send auto_retry once its delay passed). The
+// decider moves the job to its next step in the transaction that decides
+// the command, so the worker only leases jobs and sends commands; every
+// command id derives from the job's order, step and attempt, so a step
+// worked twice (a lease that ran out, a crash) sends a command the decider
+// already decided, and a call made twice uses the same idempotency key.
+type Worker struct {
+	Pool     *pgxpool.Pool
+	Producer *kgo.Client
+	Platform *Client
+	// Shops tells the shop domain of each store (a store missing from the
+	// answer does not exist).
+	Shops  func(ctx context.Context, storeIDs []uuid.UUID) (map[uuid.UUID]string, error)
+	Notify *pgnotify.Listener // channel jobs.Notify
+	Log    *slog.Logger
+	Calls  int            // platform calls at once; default 16
+	Naming schemas.Naming // topic names on the cluster
+}
 
-// NotifyJobs wakes push workers when jobs were added.
 const (
-	NotifyJobs = "push_jobs"
-	jobsAdded  = "added"
+	// claimSize bounds the jobs leased at once.
+	claimSize = 200
+	// lease is how long a leased job stays with its worker: a start or
+	// auto_retry until the decider moves it, a call until its outcome is
+	// decided. A call's platform client gives up well within it.
+	lease = 2 * time.Minute
+	// idlePoll is how often an idle worker looks for jobs that came due
+	// by time (automatic retries); new work is announced.
+	idlePoll = 500 * time.Millisecond
 )
 
-// Job kinds.
-const (
-	JobStart     = "start"
-	JobPush      = "push"
-	JobAutoRetry = "auto_retry"
-)
-
-// Manager runs the consumer that records push jobs and the workers that
-// carry them out. Jobs live in Postgres, written in the same transaction as
-// the consumed offsets, so a restart loses none and a retry timer survives
-// it; a job is deleted only after its command reached the log.
-type Manager struct {
-	Pool        *pgxpool.Pool
-	Producer    *kgo.Client
-	Platform    *Client
-	Notify      *pgnotify.Listener // channel NotifyJobs
-	Log         *slog.Logger
-	RetryDelays []time.Duration // waits before the automatic retries
-	Workers     int             // default 4
-	Naming      schemas.Naming  // topic names on the cluster
+type call struct {
+	job    jobs.Job
+	push   order.PushJob
+	domain string
+	known  bool // the store exists
 }
 
-// Consumer records jobs from pod.order.events.
-func (m *Manager) Consumer() stream.Consumer {
-	return stream.Consumer{Name: ConsumerName, Topics: []string{m.Naming.Topic(schemas.TopicOrderEvents)}, Handle: m.handle}
-}
-
-func (m *Manager) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
-	// The last version handled per order: an event published twice (the
-	// outbox is at-least-once) must not schedule its job again.
-	handled := map[uuid.UUID]int{}
-	var ids []uuid.UUID
-	for _, rec := range recs {
-		if id, err := uuid.ParseBytes(rec.Key); err == nil {
-			ids = append(ids, id)
-		}
+// Run works jobs until ctx ends.
+func (w *Worker) Run(ctx context.Context) {
+	if w.Calls <= 0 {
+		w.Calls = 16
 	}
-	rows, err := tx.Query(ctx, `SELECT order_id, version FROM push_orders WHERE order_id = ANY($1)`, ids)
-	if err != nil {
-		return err
-	}
-	var hid uuid.UUID
-	var hv int
-	if _, err := pgx.ForEachRow(rows, []any{&hid, &hv}, func() error { handled[hid] = hv; return nil }); err != nil {
-		return err
-	}
-	b := &pgx.Batch{}
-	added := false
-	for _, rec := range recs {
-		// A record that cannot be decoded is dead-lettered by the runner;
-		// the rest go on.
-		ev, err := schemas.ParseEvent(rec.Value)
-		if err != nil {
-			return stream.Poison(fmt.Errorf("order event record %d/%d: %w", rec.Partition, rec.Offset, err))
-		}
-		var d schemas.OrderEventData
-		if err := ev.Decode(&d); err != nil {
-			return stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
-		}
-		o := d.Order
-		status := ""
-		if o.ClientStatus != nil {
-			status = *o.ClientStatus
-		}
-		version := schemas.OrderVersion(rec.Headers)
-		last, known := handled[o.ID]
-		if version <= last || (!known && ev.Type != schemas.TypeOrderCreated) {
-			continue // seen already, or an order whose creation this manager never saw
-		}
-		handled[o.ID] = version
-		if ev.Type != schemas.TypeOrderCreated {
-			b.Queue(`UPDATE push_orders SET version = $2 WHERE order_id = $1`, o.ID, version)
-		}
-		job := func(kind string, attempt int, due time.Time) {
-			added = true
-			b.Queue(`INSERT INTO push_jobs (order_id, store_id, kind, attempt, due_at) VALUES ($1, $2, $3, $4, $5)
-				ON CONFLICT DO NOTHING`, o.ID, o.StoreID, kind, attempt, due)
-		}
-		switch ev.Type {
-		case schemas.TypeOrderCreated:
-			if d.Created == nil {
-				continue
-			}
-			payload, err := json.Marshal(Order{OrderID: o.ID, ReferenceID: o.ReferenceID, Customer: d.Created.Customer,
-				ShippingAddress: d.Created.ShippingAddress, LabelLink: d.Created.LabelLink, TrackingNumber: d.Created.TrackingNumber,
-				ShippingService: d.Created.ShippingService, LineItems: d.Created.Lines, Note: d.Created.Note, Tags: d.Created.Tags})
-			if err != nil {
-				return err
-			}
-			b.Queue(`INSERT INTO push_orders (order_id, account_id, store_id, idempotency_key, payload, version)
-				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, o.ID, o.AccountID, o.StoreID, d.Created.IdempotencyKey, payload, version)
-			job(JobStart, version, o.CreatedAt)
-		case schemas.TypeOrderStatusUpdated:
-			p := d.Push
-			switch {
-			case status == schemas.StatusPending:
-				job(JobStart, version, ev.OccurredAt)
-			case status == schemas.StatusProcessing && p != nil:
-				job(JobPush, p.Attempt, ev.OccurredAt)
-			case status == schemas.StatusFailed && p != nil && p.AutoRetries < len(m.RetryDelays) && p.AutoRetries < order.MaxAutoRetries:
-				job(JobAutoRetry, p.Attempt, ev.OccurredAt.Add(m.RetryDelays[p.AutoRetries]))
-			}
-		case schemas.TypeOrderCancelled:
-			b.Queue(`DELETE FROM push_jobs WHERE order_id = $1`, o.ID)
-		}
-	}
-	if added {
-		b.Queue(`SELECT pg_notify($1, $2)`, NotifyJobs, jobsAdded)
-	}
-	if b.Len() == 0 {
-		return nil
-	}
-	return tx.SendBatch(ctx, b).Close()
-}
-
-type job struct {
-	orderID uuid.UUID
-	storeID uuid.UUID
-	kind    string
-	attempt int
-}
-
-// Run runs the workers until ctx ends.
-func (m *Manager) Run(ctx context.Context) {
-	if m.Workers <= 0 {
-		m.Workers = 4
-	}
-	wake, stop := m.Notify.Subscribe(NotifyJobs, jobsAdded)
+	wake, stop := w.Notify.Subscribe(jobs.Notify, order.PushQueue)
 	defer stop()
+	calls := make(chan call)
+	room := make(chan struct{}, 4*w.Calls) // calls leased and not yet done
 	var wg sync.WaitGroup
-	for range m.Workers {
+	for range w.Calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
-				found, err := m.next(ctx)
-				if err != nil && ctx.Err() == nil {
-					// The job stays; it is tried again.
-					m.Log.Warn("push job failed; it will be retried", "err", err)
-				}
-				if !found || err != nil {
-					select {
-					case <-ctx.Done():
-					case <-wake:
-					case <-time.After(500 * time.Millisecond):
-					}
-				}
+			for c := range calls {
+				w.call(ctx, c)
+				<-room
 			}
 		}()
 	}
-	wg.Wait()
+	defer func() { close(calls); wg.Wait() }()
+	for ctx.Err() == nil {
+		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
+			free := cap(room) - len(room)
+			if free == 0 {
+				return false, nil // every caller is busy: look again when woken
+			}
+			leased, err := w.claim(ctx, min(free, claimSize))
+			if err != nil && ctx.Err() == nil {
+				w.Log.Warn("claiming push jobs failed; retrying", "err", err)
+			}
+			for _, c := range leased {
+				room <- struct{}{}
+				calls <- c
+			}
+			return err == nil && len(leased) > 0, err
+		})
+	}
 }
 
-// next works the next due job, if any: it locks the job's row (SKIP
-// LOCKED, so workers and instances share jobs), does it and deletes it in
-// the same transaction. A killed worker's transaction ends with its
-// connection, so the job is free again at once; done twice, a job sends a
-// command the decider already decided (ids derive from the job) and pushes
-// with the same idempotency key. Starts are taken oldest first, and a
-// store's next start waits while one of its push jobs is open: this keeps a
-// store to few pushes in flight, not strictly one (a start's push job only
-// appears once its PROCESSING event comes back).
-func (m *Manager) next(ctx context.Context) (bool, error) {
-	tx, err := m.Pool.Begin(ctx)
+// claim leases up to n due jobs. It sends the commands of start and
+// auto_retry steps before the lease commits (a crash leaves them due, to
+// be sent again) and returns the calls to make.
+func (w *Worker) claim(ctx context.Context, n int) ([]call, error) {
+	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var j job
-	err = tx.QueryRow(ctx, `SELECT order_id, store_id, kind, attempt FROM push_jobs j
-		WHERE due_at <= now()
-		AND (kind <> 'start' OR NOT EXISTS (SELECT 1 FROM push_jobs p WHERE p.store_id = j.store_id AND p.kind = 'push'))
-		ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&j.orderID, &j.storeID, &j.kind, &j.attempt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+	leased, err := jobs.Claim(ctx, tx, order.PushQueue, n, lease)
+	if err != nil || len(leased) == 0 {
+		return nil, err
 	}
-	if err != nil {
-		return false, err
-	}
-	if err := m.work(ctx, j); err != nil {
-		return true, fmt.Errorf("order %s %s job: %w", j.orderID, j.kind, err)
-	}
-	bg := context.WithoutCancel(ctx)
-	if _, err := tx.Exec(bg, `DELETE FROM push_jobs WHERE order_id = $1 AND kind = $2 AND attempt = $3`,
-		j.orderID, j.kind, j.attempt); err != nil {
-		return true, err
-	}
-	return true, tx.Commit(bg)
-}
-
-func (m *Manager) work(ctx context.Context, j job) error {
-	var cmd order.Command
-	switch j.kind {
-	case JobStart:
-		cmd = order.Command{Kind: order.KindStartPush}
-	case JobAutoRetry:
-		cmd = order.Command{Kind: order.KindAutoRetry, Attempt: j.attempt}
-	case JobPush:
-		current, err := m.stillPushing(ctx, j)
+	var recs []*kgo.Record
+	var calls []call
+	var stores []uuid.UUID
+	for _, j := range leased {
+		var cmd order.Command
+		switch j.Step {
+		case order.StepStart:
+			cmd = order.Command{Kind: order.KindStartPush}
+		case order.StepAutoRetry:
+			cmd = order.Command{Kind: order.KindAutoRetry, Attempt: j.Attempt}
+		case order.StepCall:
+			c := call{job: j}
+			if err := json.Unmarshal(j.Payload, &c.push); err != nil {
+				// Not a payload this worker can push: the order fails, with why.
+				c.push.Order.OrderID = j.ID
+			}
+			calls = append(calls, c)
+			stores = append(stores, c.push.StoreID)
+			continue
+		default:
+			w.Log.Error("push job in an unknown step; leaving it", "order", j.ID, "step", j.Step)
+			continue
+		}
+		cmd.ID, cmd.OrderID = order.JobCommandID(j.ID, cmd.Kind, j.Attempt), j.ID
+		rec, err := order.Record(w.Naming, cmd)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if !current {
-			return nil // cancelled, or an old attempt: nothing to push
+		recs = append(recs, rec)
+	}
+	if len(recs) > 0 {
+		if err := w.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return nil, fmt.Errorf("send push commands: %w", err)
 		}
-		if cmd, err = m.push(ctx, j); err != nil {
-			return err
+	}
+	if len(calls) > 0 {
+		shops, err := w.Shops(ctx, stores)
+		if err != nil {
+			return nil, fmt.Errorf("shop domains: %w", err)
 		}
+		for i := range calls {
+			calls[i].domain, calls[i].known = shops[calls[i].push.StoreID]
+		}
+	}
+	return calls, tx.Commit(ctx)
+}
+
+// call pushes one order to the platform (the client retries transient
+// errors) and sends the decider the outcome. When it cannot (shutting
+// down, Kafka away) the job's lease runs out and the call is made again,
+// under the same idempotency key.
+func (w *Worker) call(ctx context.Context, c call) {
+	j := c.job
+	cmd := order.Command{OrderID: j.ID, Attempt: j.Attempt}
+	switch {
+	case c.push.IdempotencyKey == uuid.Nil:
+		cmd.Kind, cmd.Error = order.KindFailPush, "the order's push content is unreadable"
+	case !c.known:
+		cmd.Kind, cmd.Error = order.KindFailPush, "store not found"
 	default:
-		m.Log.Error("dropping unknown push job", "kind", j.kind)
-		return nil
-	}
-	// Ids derive from the job, so a job worked twice sends a command the
-	// decider already decided.
-	cmd.ID = uuid.NewSHA1(j.orderID, fmt.Appendf(nil, "%s/%d", j.kind, j.attempt))
-	cmd.OrderID = j.orderID
-	return order.Send(ctx, m.Producer, m.Naming, cmd)
-}
-
-// stillPushing reports whether the decider still has the order in this
-// push attempt (PROCESSING, same attempt number): a job from a repeated or
-// stale event must not reach the platform.
-func (m *Manager) stillPushing(ctx context.Context, j job) (bool, error) {
-	var status *string
-	var attempt *int
-	err := m.Pool.QueryRow(ctx, `SELECT state->>'status', (state->>'push_attempts')::int FROM order_state WHERE order_id = $1`,
-		j.orderID).Scan(&status, &attempt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return status != nil && *status == schemas.StatusProcessing && attempt != nil && *attempt == j.attempt, nil
-}
-
-// push calls the platform once (the client retries transient errors) and
-// returns the command reporting the outcome.
-func (m *Manager) push(ctx context.Context, j job) (order.Command, error) {
-	var payload []byte
-	var key uuid.UUID
-	var domain *string
-	err := m.Pool.QueryRow(ctx, `SELECT o.payload, o.idempotency_key, s.shop_domain FROM push_orders o
-		LEFT JOIN stores s ON s.store_id = o.store_id WHERE o.order_id = $1`, j.orderID).Scan(&payload, &key, &domain)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return order.Command{Kind: order.KindFailPush, Attempt: j.attempt, Error: "order content not found"}, nil
-	}
-	if err != nil {
-		return order.Command{}, err
-	}
-	if domain == nil {
-		return order.Command{Kind: order.KindFailPush, Attempt: j.attempt, Error: "store not found"}, nil
-	}
-	var o Order
-	if err := json.Unmarshal(payload, &o); err != nil {
-		return order.Command{}, err
-	}
-	res, err := m.Platform.CreateOrder(ctx, *domain, key, o)
-	if ctx.Err() != nil {
-		return order.Command{}, ctx.Err() // shutting down: the next owner pushes again (same key)
-	}
-	if err != nil {
-		msg := err.Error()
-		if len(msg) > 500 {
-			msg = strings.ToValidUTF8(msg[:500], "") + "…"
+		res, err := w.Platform.CreateOrder(ctx, c.domain, c.push.IdempotencyKey, c.push.Order)
+		if ctx.Err() != nil {
+			return
 		}
-		return order.Command{Kind: order.KindFailPush, Attempt: j.attempt, Error: msg}, nil
+		if err != nil {
+			msg := err.Error()
+			if len(msg) > 500 {
+				msg = strings.ToValidUTF8(msg[:500], "") + "…"
+			}
+			cmd.Kind, cmd.Error = order.KindFailPush, msg
+		} else {
+			cmd.Kind, cmd.PlatformOrderID, cmd.PlatformOrderNumber = order.KindCompletePush, res.PlatformOrderID, res.PlatformOrderNumber
+		}
 	}
-	return order.Command{Kind: order.KindCompletePush, Attempt: j.attempt,
-		PlatformOrderID: res.PlatformOrderID, PlatformOrderNumber: res.PlatformOrderNumber}, nil
+	cmd.ID = order.JobCommandID(j.ID, cmd.Kind, j.Attempt)
+	if err := order.Send(ctx, w.Producer, w.Naming, cmd); err != nil && ctx.Err() == nil {
+		w.Log.Warn("sending a push outcome failed; the job is worked again when its lease ends", "order", j.ID, "err", err)
+	}
 }

@@ -28,15 +28,14 @@ const NotifyDecided = "webhook_decided"
 var Decisions = pg.Decisions{Table: "webhook_decisions", Notify: NotifyDecided}
 
 // Decider applies webhook commands. Per batch one transaction holds the
-// consumed offsets, the webhooks' new state and the decisions; the batch's
-// events are published before that transaction commits, with ids derived
-// from their command, so a batch done again after a crash republishes the
-// same events (consumers dedupe on the id) and never loses one.
+// consumed offsets, the webhooks' new state and the decisions; the handler
+// returns the batch's events, which the stage runner produces before that
+// transaction commits. Ids derive from the command, so a batch done again
+// after a crash emits the same events (consumers dedupe on the id) and
+// never loses one.
 type Decider struct {
-	Pool     *pgxpool.Pool
-	Producer *kgo.Client
-	Log      *slog.Logger
-	Naming   schemas.Naming // topic names on the cluster
+	Log    *slog.Logger
+	Naming schemas.Naming // topic names on the cluster
 }
 
 // Consumer is the decider's stream consumer.
@@ -65,7 +64,7 @@ func decodeCommand(b []byte, c *Command) error {
 	return nil
 }
 
-func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 	var cmds []Command
 	var times []time.Time
 	var ids, accounts []uuid.UUID
@@ -73,7 +72,7 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		var c Command
 		if err := decodeCommand(r.Value, &c); err != nil {
 			// The runner dead-letters it; the rest go on.
-			return stream.Poison(fmt.Errorf("webhook command %d/%d: %w", r.Partition, r.Offset, err))
+			return nil, stream.Poison(fmt.Errorf("webhook command %d/%d: %w", r.Partition, r.Offset, err))
 		}
 		cmds = append(cmds, c)
 		times = append(times, r.Timestamp)
@@ -81,23 +80,23 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		accounts = append(accounts, c.AccountID)
 	}
 	if len(cmds) == 0 {
-		return nil
+		return nil, nil
 	}
 	decided, err := Decisions.Decided(ctx, tx, ids)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Every webhook of the batch's clients, locked: the limit counts them.
 	byAccount := map[uuid.UUID]map[uuid.UUID]*Webhook{}
 	rows, err := tx.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE account_id = ANY($1) FOR UPDATE`, accounts)
 	if err != nil {
-		return fmt.Errorf("load webhooks: %w", err)
+		return nil, fmt.Errorf("load webhooks: %w", err)
 	}
 	for rows.Next() {
 		w, err := scanWebhook(rows)
 		if err != nil {
 			rows.Close()
-			return fmt.Errorf("load webhooks: %w", err)
+			return nil, fmt.Errorf("load webhooks: %w", err)
 		}
 		if byAccount[w.AccountID] == nil {
 			byAccount[w.AccountID] = map[uuid.UUID]*Webhook{}
@@ -105,7 +104,7 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		byAccount[w.AccountID][w.ID] = w
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load webhooks: %w", err)
+		return nil, fmt.Errorf("load webhooks: %w", err)
 	}
 
 	batch := &pgx.Batch{}
@@ -160,25 +159,20 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) err
 		}
 		ev, err := schemas.NewEventWithID(uuid.NewSHA1(c.ID, []byte("event")), ch.EventType, at, fact)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		value, err := json.Marshal(ev)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		events = append(events, &kgo.Record{Topic: d.Naming.Topic(schemas.TopicWebhookEvents), Key: []byte(c.AccountID.String()), Value: value,
 			Headers: []kgo.RecordHeader{{Key: schemas.HeaderEventType, Value: []byte(ch.EventType)}}})
 	}
 	Decisions.QueueNotify(batch, notify)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("store webhook decisions: %w", err)
+		return nil, fmt.Errorf("store webhook decisions: %w", err)
 	}
-	if len(events) > 0 {
-		if err := d.Producer.ProduceSync(ctx, events...).FirstErr(); err != nil {
-			return fmt.Errorf("publish webhook events: %w", err)
-		}
-	}
-	return nil
+	return events, nil
 }
 
 // Decision is the outcome of one webhook command.

@@ -101,7 +101,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 
 	// Every dead-letter series exists, at 0, before anything went wrong.
 	counts := deadLetterCounts(t, d)
-	for _, c := range []string{"order-decider", "webhook-decider", "fulfillment-bridge", "push-manager", "projections.catalog",
+	for _, c := range []string{"order-decider", "webhook-decider", "fulfillment-bridge", "projections.catalog",
 		"projections.orders", "projections.deliveries", "delivery.fanout", "delivery.sender"} {
 		if n, ok := counts[c]; !ok || n != 0 {
 			t.Fatalf("pod_consumer_dead_letters_total{consumer=%q} = %v, %v before any dead letter", c, n, ok)
@@ -134,7 +134,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 		return b
 	}
 	notJSON := []byte("\x01 this is not JSON")
-	orderEventStages := []string{"projections.orders", "push-manager", "delivery.fanout"}
+	orderEventStages := []string{"projections.orders", "delivery.fanout"}
 	poisons := []*poison{
 		{topic: schemas.TopicOrderCommands, key: "poison-order-nul", value: mustJSON(orderCmd), consumers: []string{"order-decider"}},
 		{topic: schemas.TopicOrderCommands, key: "poison-order-bytes", value: notJSON, consumers: []string{"order-decider"}},

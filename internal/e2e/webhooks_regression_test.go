@@ -52,7 +52,7 @@ func TestDeliveryLogResultBeforeTaskOfLaterRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := deliveryrm.Projector(d.app.Naming, slog.Default()).Handle(ctx, tx, recs); err != nil {
+	if _, err := deliveryrm.Projector(d.app.Naming, slog.Default()).Handle(ctx, tx, recs); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -17,21 +17,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Handler applies records inside tx. It sees only records not applied before.
-type Handler func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error
-
-// AfterCommit runs after a batch committed, with the records it applied.
-type AfterCommit func(ctx context.Context, recs []*kgo.Record)
+// Handler applies records inside tx and returns the records the stage
+// emits (events, tasks, commands), or none. It sees only records not
+// applied before. The runner produces what it returns, and only then
+// commits tx: the one publishing rule of every stage. Emitted records must
+// be a deterministic function of the stage's state and its input (ids
+// derived from what caused them), so a batch redone after a crash emits
+// the same records, which consumers take once by id.
+type Handler func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error)
 
 // Consumer describes one consumer: its name is the key of its stored
 // offsets and, with the Runner's group prefix (Naming.Group), its Kafka
 // group, so it is chosen once.
 type Consumer struct {
-	Name        string
-	Topics      []string // cluster names (schemas.Naming.Topic)
-	Handle      Handler
-	AfterCommit AfterCommit // optional
-	MaxBatch    int         // records per batch; default 1000
+	Name     string
+	Topics   []string // cluster names (schemas.Naming.Topic)
+	Handle   Handler
+	MaxBatch int // records per batch; default 1000
 	// IdleCheck is how often an idle consumer looks for a rewind of its
 	// stored offsets (podctl replay); default 2s.
 	IdleCheck time.Duration
@@ -51,10 +53,9 @@ type Runner struct {
 	// Naming prefixes the consumers' group ids and names their dead-letter
 	// topics.
 	Naming schemas.Naming
-	// Producer writes dead letters (Naming.DeadLetterTopic of the
-	// consumer); it must wait for all in-sync replicas (acks=all, as
-	// kafka.NewProducer does). Without it a poison record is retried
-	// forever, as every other failure is.
+	// Producer writes what handlers emit and the dead letters
+	// (Naming.DeadLetterTopic of the consumer); it must be idempotent and
+	// wait for all in-sync replicas (acks=all), as kafka.NewProducer is.
 	Producer *kgo.Client
 }
 
@@ -179,7 +180,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			}
 			continue
 		}
-		applied, err := r.applyIsolating(ctx, c, log, logStart, recs)
+		_, err := r.applyIsolating(ctx, c, log, logStart, recs)
 		if err != nil {
 			cl.AllowRebalance()
 			return err
@@ -191,9 +192,6 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		mu.Unlock()
 		cl.MarkCommitRecords(recs...)
 		cl.AllowRebalance()
-		if c.AfterCommit != nil && len(applied) > 0 {
-			c.AfterCommit(ctx, applied)
-		}
 	}
 }
 
@@ -291,8 +289,12 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 	})
 }
 
-// apply runs one transaction: lock the offset rows of the batch's partitions,
-// drop records already applied, run the handler, store the new offsets.
+// apply runs one transaction: lock the offset rows of the batch's
+// partitions, drop records already applied, run the handler, produce what
+// it emits, store the new offsets, commit. The produce comes before the
+// commit and under the offset rows' locks, so an emitted record is never
+// lost (a crash before the commit redoes the batch, which emits the same
+// records again) and two members never emit for one partition at once.
 func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -306,26 +308,28 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
 	byTP := map[tp][]*kgo.Record{}
-	var order []tp
+	var keys []tp
 	for _, rec := range recs {
 		k := tp{rec.Topic, rec.Partition}
 		if _, ok := byTP[k]; !ok {
-			order = append(order, k)
+			keys = append(keys, k)
 		}
 		byTP[k] = append(byTP[k], rec)
 	}
-	for _, k := range order {
-		stored, err := lockOffset(ctx, tx, c.Name, k.topic, k.partition)
-		if err != nil {
-			return nil, err
-		}
+	stored, err := lockOffsets(ctx, tx, c.Name, keys)
+	if err != nil {
+		return nil, err
+	}
+	var moved []tp
+	var next []int64
+	for _, k := range keys {
 		part := byTP[k]
 		i := 0
-		for i < len(part) && part[i].Offset < stored {
+		for i < len(part) && part[i].Offset < stored[k] {
 			i++
 		}
 		part = part[i:]
-		if len(part) > 0 && part[0].Offset > stored {
+		if len(part) > 0 && part[0].Offset > stored[k] {
 			// The stored offset is behind what was fetched: a replay rewound
 			// it, so re-read from there, unless the log no longer holds the
 			// records in between (retention deleted them).
@@ -333,26 +337,35 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 			if err != nil {
 				return nil, fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
 			}
-			if stored >= start {
+			if stored[k] >= start {
 				return nil, errRejoin
 			}
 			r.Log.Warn("records before the log start are gone; continuing", "consumer", c.Name,
-				"topic", k.topic, "partition", k.partition, "stored", stored, "log_start", start)
+				"topic", k.topic, "partition", k.partition, "stored", stored[k], "log_start", start)
 		}
-		applied = append(applied, part...)
 		if len(part) == 0 {
 			continue
 		}
-		last := part[len(part)-1].Offset + 1
-		if _, err := tx.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, updated_at = now()
-			WHERE consumer = $1 AND topic = $2 AND partition = $3`,
-			c.Name, k.topic, k.partition, last); err != nil {
-			return nil, fmt.Errorf("store offset %s/%d: %w", k.topic, k.partition, err)
-		}
+		applied = append(applied, part...)
+		moved = append(moved, k)
+		next = append(next, part[len(part)-1].Offset+1)
 	}
-	if len(applied) > 0 {
-		if err := c.Handle(ctx, tx, applied); err != nil {
-			return nil, fmt.Errorf("handle %s: %w", c.Name, err)
+	if len(applied) == 0 {
+		return nil, nil
+	}
+	emitted, err := c.Handle(ctx, tx, applied)
+	if err != nil {
+		return nil, fmt.Errorf("handle %s: %w", c.Name, err)
+	}
+	if err := storeOffsets(ctx, tx, c.Name, moved, next); err != nil {
+		return nil, err
+	}
+	if len(emitted) > 0 {
+		if r.Producer == nil {
+			return nil, errors.New("the stage emits records but the runner has no producer")
+		}
+		if err := r.Producer.ProduceSync(ctx, emitted...).FirstErr(); err != nil {
+			return nil, fmt.Errorf("produce what %s emits: %w", c.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -361,22 +374,60 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 	return applied, nil
 }
 
-// lockOffset makes sure a partition's offset row exists, then locks it and
-// returns the stored offset: two members (one a zombie) can never both pass
-// this point with the same stored offset, even for a partition seen for
-// the first time.
-func lockOffset(ctx context.Context, tx pgx.Tx, consumer, topic string, partition int32) (int64, error) {
-	var stored int64
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
-		VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING`, consumer, topic, partition)
-	b.Queue(`SELECT next_offset FROM consumer_offsets
-		WHERE consumer = $1 AND topic = $2 AND partition = $3 FOR UPDATE`,
-		consumer, topic, partition).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("lock offset %s/%d: %w", topic, partition, err)
+// lockOffsets makes sure the offset rows of keys exist, then locks them (in
+// key order, so members locking overlapping sets cannot deadlock) and
+// returns the stored offsets: two members (one a zombie) can never both
+// pass this point with the same stored offset, even for a partition seen
+// for the first time. Once the rows exist it is one statement.
+func lockOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp) (map[tp]int64, error) {
+	topics := make([]string, len(keys))
+	parts := make([]int32, len(keys))
+	for i, k := range keys {
+		topics[i], parts[i] = k.topic, k.partition
+	}
+	lock := func() (map[tp]int64, error) {
+		rows, err := tx.Query(ctx, `SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
+			JOIN unnest($2::text[], $3::int[]) AS k(topic, partition) ON o.topic = k.topic AND o.partition = k.partition
+			WHERE o.consumer = $1 ORDER BY o.topic, o.partition FOR UPDATE OF o`, consumer, topics, parts)
+		if err != nil {
+			return nil, err
+		}
+		stored := make(map[tp]int64, len(keys))
+		var k tp
+		var off int64
+		_, err = pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &off}, func() error {
+			stored[k] = off
+			return nil
+		})
+		return stored, err
+	}
+	stored, err := lock()
+	if err == nil && len(stored) < len(keys) {
+		if _, err = tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
+			SELECT $1, topic, partition, 0 FROM unnest($2::text[], $3::int[]) AS k(topic, partition)
+			ORDER BY topic, partition ON CONFLICT DO NOTHING`, consumer, topics, parts); err == nil {
+			stored, err = lock()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock offsets of %s: %w", consumer, err)
 	}
 	return stored, nil
+}
+
+// storeOffsets sets the next offset of each of keys, in one statement.
+func storeOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64) error {
+	topics := make([]string, len(keys))
+	parts := make([]int32, len(keys))
+	for i, k := range keys {
+		topics[i], parts[i] = k.topic, k.partition
+	}
+	if _, err := tx.Exec(ctx, `UPDATE consumer_offsets o SET next_offset = k.next, updated_at = now()
+		FROM unnest($2::text[], $3::int[], $4::bigint[]) AS k(topic, partition, next)
+		WHERE o.consumer = $1 AND o.topic = k.topic AND o.partition = k.partition`, consumer, topics, parts, next); err != nil {
+		return fmt.Errorf("store offsets of %s: %w", consumer, err)
+	}
+	return nil
 }
 
 // logStartFunc tells the first offset a partition's log still holds.
@@ -430,4 +481,12 @@ func storedBehind(ctx context.Context, pool *pgxpool.Pool, consumer string, appl
 		}
 	}
 	return false, nil
+}
+
+// Sink is the Handler of a stage that emits nothing (a projector): apply
+// the records inside tx.
+func Sink(apply func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error) Handler {
+	return func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+		return nil, apply(ctx, tx, recs)
+	}
 }

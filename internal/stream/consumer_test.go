@@ -74,14 +74,14 @@ func (f fixture) produce(t *testing.T, from, to int) {
 
 // insertHandler records each value and counts how often it was applied;
 // waitCount fails when any value was applied more than once.
-func insertHandler(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+func insertHandler(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 	for _, r := range recs {
 		if _, err := tx.Exec(ctx, `INSERT INTO applied (value) VALUES ($1)
 			ON CONFLICT (value) DO UPDATE SET n = applied.n + 1`, string(r.Value)); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 func (f fixture) count(t *testing.T) int {
@@ -163,9 +163,9 @@ func TestTwoInstancesShareWithoutDuplicates(t *testing.T) {
 func TestFailingHandlerIsRetriedNotSkipped(t *testing.T) {
 	f := setup(t)
 	var failures atomic.Int32
-	c := Consumer{Name: "test.retry", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	c := Consumer{Name: "test.retry", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 		if failures.Add(1) <= 3 {
-			return errors.New("transient")
+			return nil, errors.New("transient")
 		}
 		return insertHandler(ctx, tx, recs)
 	}}
@@ -181,7 +181,7 @@ func TestFailingHandlerIsRetriedNotSkipped(t *testing.T) {
 func TestPanickingHandlerIsRecovered(t *testing.T) {
 	f := setup(t)
 	var once sync.Once
-	c := Consumer{Name: "test.panic", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	c := Consumer{Name: "test.panic", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 		once.Do(func() { panic("boom") })
 		return insertHandler(ctx, tx, recs)
 	}}

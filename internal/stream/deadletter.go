@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -70,6 +71,9 @@ func IsPermanent(err error) bool {
 	if errors.As(err, &pn) {
 		return true
 	}
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		return true // a record the stage emits that no broker will take
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
 		switch pgErr.Code[:2] {
@@ -98,11 +102,12 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, ca
 		return false, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	stored, err := lockOffset(ctx, tx, c.Name, rec.Topic, rec.Partition)
+	k := tp{rec.Topic, rec.Partition}
+	offsets, err := lockOffsets(ctx, tx, c.Name, []tp{k})
 	if err != nil {
 		return false, err
 	}
-	switch {
+	switch stored := offsets[k]; {
 	case stored > rec.Offset:
 		return false, nil // applied or dead-lettered already
 	case stored < rec.Offset:
@@ -112,10 +117,8 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, ca
 	if err := r.Producer.ProduceSync(ctx, dl).FirstErr(); err != nil {
 		return false, fmt.Errorf("produce dead letter to %s: %w", dl.Topic, err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, updated_at = now()
-		WHERE consumer = $1 AND topic = $2 AND partition = $3`,
-		c.Name, rec.Topic, rec.Partition, rec.Offset+1); err != nil {
-		return false, fmt.Errorf("store offset %s/%d: %w", rec.Topic, rec.Partition, err)
+	if err := storeOffsets(ctx, tx, c.Name, []tp{k}, []int64{rec.Offset + 1}); err != nil {
+		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("commit: %w", err)

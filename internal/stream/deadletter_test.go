@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -44,6 +45,8 @@ func TestIsPermanent(t *testing.T) {
 		{pgErr("57P01"), false}, // admin shutdown
 		{pgErr("25P02"), false}, // in failed transaction
 		{errRejoin, false},
+		{fmt.Errorf("produce: %w", kerr.MessageTooLarge), true},
+		{fmt.Errorf("produce: %w", kerr.NotEnoughReplicas), false},
 	} {
 		if got := IsPermanent(tc.err); got != tc.want {
 			t.Errorf("IsPermanent(%v) = %v, want %v", tc.err, got, tc.want)
@@ -81,13 +84,19 @@ func (f fixture) produceValues(t *testing.T, values ...string) {
 // deadLetters reads the whole dead-letter topic of consumer.
 func (f fixture) deadLetters(t *testing.T, consumer string) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics(schemas.Naming{}.DeadLetterTopic(consumer)),
+	return f.readAll(t, schemas.Naming{}.DeadLetterTopic(consumer))
+}
+
+// readAll reads every record topic holds now.
+func (f fixture) readAll(t *testing.T, topic string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ends, err := f.endOffset(schemas.Naming{}.DeadLetterTopic(consumer))
+	ends, err := f.endOffset(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +106,7 @@ func (f fixture) deadLetters(t *testing.T, consumer string) []*kgo.Record {
 	for int64(len(out)) < ends {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d dead letters", len(out), ends)
+			t.Fatalf("read %d of %d records of %s", len(out), ends, topic)
 		}
 		out = append(out, fs.Records()...)
 	}
@@ -138,12 +147,12 @@ func TestPoisonRecordIsDeadLettered(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	var poisonTries atomic.Int32
-	c := Consumer{Name: "test.poison", Topics: []string{topic}, MaxBatch: 40, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	c := Consumer{Name: "test.poison", Topics: []string{topic}, MaxBatch: 40, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 		for _, r := range recs {
 			switch string(r.Value) {
 			case "poison":
 				poisonTries.Add(1)
-				return Poison(errors.New("cannot decode poison"))
+				return nil, Poison(errors.New("cannot decode poison"))
 			case "panic":
 				panic("handler bug on this record")
 			}
@@ -214,14 +223,14 @@ func TestTransientFailureIsNotDeadLettered(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	var fails atomic.Int32
-	c := Consumer{Name: "test.transient", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	c := Consumer{Name: "test.transient", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 		for _, r := range recs {
 			if string(r.Value) == "v00010" {
 				switch n := fails.Add(1); {
 				case n <= 4:
-					return fmt.Errorf("write: %w", &pgconn.PgError{Code: "08006", Message: "connection failure"})
+					return nil, fmt.Errorf("write: %w", &pgconn.PgError{Code: "08006", Message: "connection failure"})
 				case n <= 8:
-					return errors.New("transient")
+					return nil, errors.New("transient")
 				}
 			}
 		}
@@ -253,9 +262,9 @@ func TestProgressMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	var stuck atomic.Bool
-	c := Consumer{Name: "test.progress", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+	c := Consumer{Name: "test.progress", Topics: []string{topic}, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 		if stuck.Load() {
-			return errors.New("database unavailable")
+			return nil, errors.New("database unavailable")
 		}
 		return insertHandler(ctx, tx, recs)
 	}}

@@ -26,7 +26,7 @@ func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: []string{n.Topic(schemas.TopicCatalogEvents)},
-		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+		Handle: stream.Sink(func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			for _, rec := range recs {
 				// A record that cannot be decoded, or that Postgres refuses for
 				// its data (a value out of range, a NUL byte: SQLSTATE class
@@ -44,7 +44,7 @@ func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
 				}
 			}
 			return nil
-		},
+		}),
 	}
 }
 

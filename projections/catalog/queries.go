@@ -288,3 +288,16 @@ func (q Queries) Orderable(ctx context.Context, account uuid.UUID, ids []uuid.UU
 	}
 	return out, nil
 }
+
+// ShopDomains tells the shop domain of each of the stores ids that exists.
+func (q Queries) ShopDomains(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
+	rows, err := q.Pool.Query(ctx, `SELECT store_id, shop_domain FROM stores WHERE store_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID]string, len(ids))
+	var id uuid.UUID
+	var domain string
+	_, err = pgx.ForEachRow(rows, []any{&id, &domain}, func() error { out[id] = domain; return nil })
+	return out, err
+}

@@ -29,7 +29,7 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: n.Topics(schemas.TopicWebhookDeliveries, schemas.TopicWebhookAttempts, schemas.TopicWebhookEvents),
-		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+		Handle: stream.Sink(func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			batch := &pgx.Batch{}
 			for _, r := range recs {
 				if err := queue(batch, n.LogicalTopic(r.Topic), r); err != nil {
@@ -44,7 +44,7 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 				return fmt.Errorf("project deliveries: %w", err)
 			}
 			return nil
-		},
+		}),
 	}
 }
 

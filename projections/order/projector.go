@@ -36,7 +36,7 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: []string{n.Topic(schemas.TopicOrderEvents)},
-		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+		Handle: stream.Sink(func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			batch := &pgx.Batch{}
 			// The stores whose queue counts this batch may move are locked
 			// first (put at the head of the batch below), in one sorted
@@ -89,7 +89,7 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 				return fmt.Errorf("apply order events: %w", err)
 			}
 			return nil
-		},
+		}),
 	}
 }
 

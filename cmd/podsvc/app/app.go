@@ -20,6 +20,7 @@ import (
 	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/accounts"
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/periodic"
 	"github.com/printpod/pod/internal/pg"
@@ -68,7 +69,7 @@ type App struct {
 	// StageMetrics are the consumer metrics every stage and the sender's
 	// dead letters are counted in.
 	StageMetrics *stream.Metrics
-	Pusher       *push.Manager   // nil without the pusher role
+	Pusher       *push.Worker    // nil without the pusher role
 	Simulator    *push.Simulator // the built-in platform, when started
 
 	embedded      *kafka.Embedded
@@ -142,7 +143,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: a.StageMetrics, Producer: a.Producer,
 		Naming: a.Naming}
 
-	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, push.NotifyJobs, podhttp.NotifyBatch,
+	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, jobs.Notify, podhttp.NotifyBatch,
 		webhook.NotifyDecided)
 	a.goRun(func() { a.Notify.Run(runCtx) })
 	a.Bus = &order.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify, Naming: a.Naming}
@@ -156,18 +157,16 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 		a.goRun(func() { deliveryrm.Sweeper(runCtx, a.Work, cfg.DeliveryRetention, time.Hour, log) })
 	}
 	if cfg.HasRole(config.RoleDecider) {
-		decider := &order.Decider{Pool: a.Work, Producer: a.Producer, Log: log, Naming: a.Naming}
-		a.runConsumer(runCtx, runner, decider.Consumer())
-		a.goRun(func() { decider.Relay(runCtx, time.Second) })
-		a.runConsumer(runCtx, runner, order.FulfillmentBridge(a.Producer, a.Naming, log))
-		a.runConsumer(runCtx, runner, (&webhook.Decider{Pool: a.Work, Producer: a.Producer, Log: log, Naming: a.Naming}).Consumer())
-		a.goRun(func() { pruneWebhookDecisions(runCtx, a.Work, log) })
+		a.runConsumer(runCtx, runner, (&order.Decider{Log: log, Naming: a.Naming, RetryDelays: cfg.PushRetryDelays}).Consumer())
+		a.runConsumer(runCtx, runner, order.FulfillmentBridge(a.Naming, log))
+		a.runConsumer(runCtx, runner, (&webhook.Decider{Log: log, Naming: a.Naming}).Consumer())
+		a.goRun(func() { pruneDecisions(runCtx, a.Work, log) })
 	}
 	if cfg.HasRole(config.RoleDelivery) {
 		a.startDelivery(runCtx, runner)
 	}
 	if cfg.HasRole(config.RolePusher) {
-		if err = a.startPusher(runCtx, runner); err != nil {
+		if err = a.startPusher(runCtx); err != nil {
 			runCancel()
 			a.wg.Wait()
 			return nil, err
@@ -231,7 +230,7 @@ func TopicSpecs(cfg config.Config) []TopicSet {
 // StageConsumers names every consumer run by the stream runner; each has a
 // dead-letter topic (schemas.Naming.DeadLetterTopic), created on start.
 var StageConsumers = []string{
-	order.DeciderName, order.FulfillmentBridgeName, webhook.DeciderName, push.ConsumerName,
+	order.DeciderName, order.FulfillmentBridgeName, webhook.DeciderName,
 	catalogrm.ConsumerName, orderrm.ConsumerName, deliveryrm.ConsumerName,
 	delivery.FanoutName,
 }
@@ -291,7 +290,7 @@ func (a *App) goRun(f func()) {
 
 // startPusher starts the push process manager, and in development the
 // built-in store platform simulator when no POD_PLATFORM_URL is set.
-func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
+func (a *App) startPusher(ctx context.Context) error {
 	base := a.Config.PlatformURL
 	if base == "" {
 		sim := push.NewSimulator(func(ctx context.Context, shop string) (bool, error) {
@@ -313,9 +312,8 @@ func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
 		base = "http://" + ln.Addr().String()
 		a.Log.Info("store platform simulator started", "addr", ln.Addr().String())
 	}
-	a.Pusher = &push.Manager{Pool: a.Work, Producer: a.Producer, Platform: &push.Client{BaseURL: base},
-		Notify: a.Notify, Log: a.Log, RetryDelays: a.Config.PushRetryDelays, Naming: a.Naming}
-	a.runConsumer(ctx, runner, a.Pusher.Consumer())
+	a.Pusher = &push.Worker{Pool: a.Work, Producer: a.Producer, Platform: &push.Client{BaseURL: base},
+		Shops: catalogrm.Queries{Pool: a.Work}.ShopDomains, Notify: a.Notify, Log: a.Log, Naming: a.Naming}
 	a.goRun(func() { a.Pusher.Run(ctx) })
 	return nil
 }
@@ -324,7 +322,7 @@ func (a *App) startPusher(ctx context.Context, runner *stream.Runner) error {
 // the sender working them.
 func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 	cfg := a.Config
-	a.runConsumer(ctx, runner, (&delivery.Fanout{Pool: a.Work, Producer: a.Producer, Log: a.Log, Naming: a.Naming}).Consumer())
+	a.runConsumer(ctx, runner, (&delivery.Fanout{Log: a.Log, Naming: a.Naming}).Consumer())
 	a.Sender = &delivery.Sender{
 		Hooks:    &delivery.Hooks{Pool: a.Work, Box: a.Box},
 		Producer: a.Producer,
@@ -349,11 +347,16 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 	a.goRun(func() { a.Sender.Run(ctx) })
 }
 
-// pruneWebhookDecisions drops old webhook decisions hourly.
-func pruneWebhookDecisions(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
+// pruneDecisions drops the deciders' old decisions hourly.
+func pruneDecisions(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
 	periodic.Run(ctx, time.Hour, func(ctx context.Context) {
-		if err := webhook.Decisions.Prune(ctx, pool, webhook.DecisionRetention); err != nil && ctx.Err() == nil {
-			log.Warn("pruning webhook decisions failed", "err", err)
+		for _, d := range []struct {
+			decisions pg.Decisions
+			keep      time.Duration
+		}{{order.Decisions, order.DecisionRetention}, {webhook.Decisions, webhook.DecisionRetention}} {
+			if err := d.decisions.Prune(ctx, pool, d.keep); err != nil && ctx.Err() == nil {
+				log.Warn("pruning decisions failed", "table", d.decisions.Table, "err", err)
+			}
 		}
 	})
 }

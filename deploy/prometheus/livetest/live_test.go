@@ -44,20 +44,20 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 			return
 		}
 
-		// push-manager stops: lag builds on pod.order.events while its
+		// delivery.fanout stops: lag builds on pod.order.events while its
 		// process runs on and reports it.
 		from := time.Now()
-		s.stopConsumer(t, "push-manager")
+		s.stopConsumer(t, "delivery.fanout")
 		report = checkAlerts(t, s.prom, from, expectation{
 			firing: map[string]map[string]string{
-				"PodConsumerStalled":    {"consumer": "push-manager", "role": role},
-				"PodConsumerLagGrowing": {"group": "push-manager"},
+				"PodConsumerStalled":    {"consumer": "delivery.fanout", "role": role},
+				"PodConsumerLagGrowing": {"group": "delivery.fanout"},
 			},
 			mayPend: map[string]string{
 				"PodConsumerBatchFailures": "a batch times out and fails every 30 s; it fires after 10 minutes of that (its for: is kept)",
 			},
 		}, 4*time.Minute)
-		t.Logf("a stopped consumer (push-manager's stored offsets held locked) fired, after %s:\n%s", time.Since(from).Round(time.Second), report)
+		t.Logf("a stopped consumer (delivery.fanout's stored offsets held locked) fired, after %s:\n%s", time.Since(from).Round(time.Second), report)
 		waitRulesHealthy(t, s.prom)
 	})
 

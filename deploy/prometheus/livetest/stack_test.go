@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/printpod/pod/internal/app"
+	"github.com/printpod/pod/cmd/podsvc/app"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	dto "github.com/prometheus/client_model/go"

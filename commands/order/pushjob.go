@@ -1,0 +1,85 @@
+package order
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/jobs"
+	"github.com/printpod/pod/schemas"
+)
+
+// PushQueue is the job queue of pushes: one job per order, id the order
+// id, kept by the decider in the transaction that decides the order.
+const PushQueue = "push"
+
+// Steps of a push job: what its worker does next.
+const (
+	StepStart     = "start"      // send start_push for Attempt
+	StepCall      = "call"       // call the platform for Attempt, send complete_push or fail_push
+	StepAutoRetry = "auto_retry" // send auto_retry for Attempt (due after the retry delay)
+	StepParked    = "parked"     // failed for good until a manual retry; never due
+)
+
+// PlatformOrder is the body of an order sent to the store platform.
+type PlatformOrder struct {
+	OrderID         uuid.UUID       `json:"order_id"`
+	ReferenceID     string          `json:"reference_id"`
+	Customer        json.RawMessage `json:"customer,omitempty"`
+	ShippingAddress json.RawMessage `json:"shipping_address,omitempty"`
+	LabelLink       string          `json:"label_link,omitempty"`
+	TrackingNumber  string          `json:"tracking_number,omitempty"`
+	ShippingService string          `json:"shipping_service"`
+	LineItems       json.RawMessage `json:"line_items"`
+	Note            string          `json:"note,omitempty"`
+	Tags            string          `json:"tags,omitempty"`
+}
+
+// PushJob is the payload of an order's push job, written when the order is
+// created: where and what to push, under which idempotency key.
+type PushJob struct {
+	StoreID        uuid.UUID     `json:"store_id"`
+	IdempotencyKey uuid.UUID     `json:"idempotency_key"`
+	Order          PlatformOrder `json:"order"`
+}
+
+// JobCommandID is the id of the command a push job's step sends for an
+// attempt: a step worked twice sends a command the decider already decided.
+func JobCommandID(orderID uuid.UUID, kind string, attempt int) uuid.UUID {
+	return uuid.NewSHA1(orderID, []byte(kind+"/"+strconv.Itoa(attempt)))
+}
+
+// pushEffect is what an accepted event does to the order's push job, given
+// the state after it: s.Status tells the step. retryDelays are the waits
+// before the automatic retries.
+func pushEffect(w *jobs.Writes, s State, ev schemas.Event, d *schemas.OrderEventData, retryDelays []time.Duration) error {
+	id := s.Order.ID
+	switch s.Status {
+	case schemas.StatusPending:
+		j := jobs.Job{ID: id, Step: StepStart, Attempt: s.PushAttempts + 1, DueAt: ev.OccurredAt}
+		if ev.Type == schemas.TypeOrderCreated && d.Created != nil {
+			c := d.Created
+			payload, err := json.Marshal(PushJob{StoreID: s.Order.StoreID, IdempotencyKey: c.IdempotencyKey, Order: PlatformOrder{
+				OrderID: id, ReferenceID: s.Order.ReferenceID, Customer: c.Customer, ShippingAddress: c.ShippingAddress,
+				LabelLink: c.LabelLink, TrackingNumber: c.TrackingNumber, ShippingService: c.ShippingService,
+				LineItems: c.Lines, Note: c.Note, Tags: c.Tags}})
+			if err != nil {
+				return err
+			}
+			j.Payload = payload
+		}
+		w.Put(j)
+	case schemas.StatusProcessing:
+		w.Put(jobs.Job{ID: id, Step: StepCall, Attempt: s.PushAttempts, DueAt: ev.OccurredAt})
+	case schemas.StatusFailed:
+		if n := s.AutoRetries; n < len(retryDelays) && n < MaxAutoRetries {
+			w.Put(jobs.Job{ID: id, Step: StepAutoRetry, Attempt: s.PushAttempts, DueAt: ev.OccurredAt.Add(retryDelays[n])})
+		} else {
+			w.Put(jobs.Job{ID: id, Step: StepParked, Attempt: s.PushAttempts, DueAt: jobs.Parked})
+		}
+	case schemas.StatusSuccess, schemas.StatusCancelled:
+		w.Delete(id)
+	}
+	return nil
+}

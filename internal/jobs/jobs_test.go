@@ -1,0 +1,130 @@
+package jobs
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/testenv"
+)
+
+func setup(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	url := testenv.NewDatabase(t)
+	if err := pg.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pg.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func write(t *testing.T, pool *pgxpool.Pool, w *Writes) {
+	t.Helper()
+	b := &pgx.Batch{}
+	w.Queue(b)
+	if err := pool.SendBatch(context.Background(), b).Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func claim(t *testing.T, pool *pgxpool.Pool, n int, lease time.Duration) []Job {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	got, err := Claim(ctx, tx, "q", n, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func ids(js []Job) []uuid.UUID {
+	out := make([]uuid.UUID, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}
+
+// TestClaimLeasesDueJobsOldestFirst: a claim takes due jobs in due order,
+// up to its size; a leased job is not claimed again until its lease ends;
+// a parked or future job is never claimed; other queues are apart.
+func TestClaimLeasesDueJobsOldestFirst(t *testing.T) {
+	pool := setup(t)
+	now := time.Now()
+	a, b, c, future, parked := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	w := NewWrites("q")
+	w.Put(Job{ID: c, Step: "s", DueAt: now.Add(-time.Second), Payload: []byte(`{"n":3}`)})
+	w.Put(Job{ID: a, Step: "s", DueAt: now.Add(-3 * time.Second), Payload: []byte(`{"n":1}`)})
+	w.Put(Job{ID: b, Step: "s", DueAt: now.Add(-2 * time.Second), Payload: []byte(`{"n":2}`)})
+	w.Put(Job{ID: future, Step: "s", DueAt: now.Add(time.Hour)})
+	w.Put(Job{ID: parked, Step: "parked", DueAt: Parked})
+	write(t, pool, w)
+	other := NewWrites("other")
+	other.Put(Job{ID: uuid.New(), Step: "s", DueAt: now.Add(-time.Hour)})
+	write(t, pool, other)
+
+	if got := ids(claim(t, pool, 2, time.Minute)); !slices.Equal(got, []uuid.UUID{a, b}) {
+		t.Fatalf("first claim took %v, want the two oldest %v", got, []uuid.UUID{a, b})
+	}
+	got := claim(t, pool, 10, 300*time.Millisecond)
+	if !slices.Equal(ids(got), []uuid.UUID{c}) {
+		t.Fatalf("second claim took %v, want only %v (the others are leased, future or parked)", ids(got), c)
+	}
+	if string(got[0].Payload) != `{"n": 3}` {
+		t.Errorf("payload %s", got[0].Payload)
+	}
+	if got := claim(t, pool, 10, time.Minute); len(got) != 0 {
+		t.Fatalf("a third claim took %v while everything due is leased", ids(got))
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if got := ids(claim(t, pool, 10, time.Minute)); !slices.Equal(got, []uuid.UUID{c}) {
+			return testenv.Errorf("after the short lease ended, a claim took %v, want %v", got, c)
+		}
+		return nil
+	})
+}
+
+// TestPutKeepsThePayloadAndDeleteWins: a Put without a payload moves a
+// job to its next step and keeps what it carries; the last change to an
+// id in one Writes wins.
+func TestPutKeepsThePayloadAndDeleteWins(t *testing.T) {
+	pool := setup(t)
+	past := time.Now().Add(-time.Minute)
+	kept, gone := uuid.New(), uuid.New()
+	w := NewWrites("q")
+	w.Put(Job{ID: kept, Step: "start", Attempt: 1, DueAt: past, Payload: []byte(`{"order":"x"}`)})
+	w.Put(Job{ID: gone, Step: "start", Attempt: 1, DueAt: past, Payload: []byte(`{}`)})
+	write(t, pool, w)
+
+	w = NewWrites("q")
+	w.Put(Job{ID: kept, Step: "call", Attempt: 2, DueAt: past})
+	w.Put(Job{ID: gone, Step: "call", Attempt: 2, DueAt: past})
+	w.Delete(gone)
+	write(t, pool, w)
+
+	got := claim(t, pool, 10, time.Minute)
+	if len(got) != 1 || got[0].ID != kept {
+		t.Fatalf("claimed %v, want only %v", ids(got), kept)
+	}
+	if j := got[0]; j.Step != "call" || j.Attempt != 2 || string(j.Payload) != `{"order": "x"}` {
+		t.Errorf("job after its move: step %s attempt %d payload %s", j.Step, j.Attempt, j.Payload)
+	}
+}
