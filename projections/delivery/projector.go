@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/periodic"
@@ -24,19 +25,25 @@ const ConsumerName = "projections.deliveries"
 
 // Projector builds webhook_deliveries. Every write is conditional, so a
 // record applied twice, or records of the three topics met in any order,
-// give the same row.
+// give the same row. A batch is written with a few set-based statements:
+// tasks and results go in rounds, each round holding a delivery at most
+// once (its n-th record of the batch goes in round n), so one statement
+// never touches a row twice and a delivery's records apply in their order;
+// a webhook fact (disabled, deleted) closes the rounds before it.
 func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: n.Topics(schemas.TopicWebhookDeliveries, schemas.TopicWebhookAttempts, schemas.TopicWebhookEvents),
 		Handle: stream.Sink(func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
 			batch := &pgx.Batch{}
+			w := newRounds()
 			for _, r := range recs {
-				if err := queue(batch, n.LogicalTopic(r.Topic), r); err != nil {
+				if err := w.add(batch, n.LogicalTopic(r.Topic), r); err != nil {
 					// The runner dead-letters it; the rest go on.
 					return stream.Poison(fmt.Errorf("delivery log record %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err))
 				}
 			}
+			w.flush(batch)
 			if batch.Len() == 0 {
 				return nil
 			}
@@ -48,49 +55,101 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	}
 }
 
-// queue adds the writes of r, read from the logical topic, to b.
-func queue(b *pgx.Batch, topic string, r *kgo.Record) error {
+type round struct {
+	tasks   []schemas.DeliveryTask
+	results []schemas.AttemptResult
+}
+
+// rounds collects a batch's tasks and results.
+type rounds struct {
+	list []round
+	seen map[uuid.UUID]int // records of each delivery so far
+}
+
+func newRounds() *rounds { return &rounds{seen: map[uuid.UUID]int{}} }
+
+func (w *rounds) round(id uuid.UUID) *round {
+	i := w.seen[id]
+	w.seen[id] = i + 1
+	for len(w.list) <= i {
+		w.list = append(w.list, round{})
+	}
+	return &w.list[i]
+}
+
+// add takes r, read from the logical topic.
+func (w *rounds) add(b *pgx.Batch, topic string, r *kgo.Record) error {
 	switch topic {
 	case schemas.TopicWebhookDeliveries:
 		var t schemas.DeliveryTask
 		if err := json.Unmarshal(r.Value, &t); err != nil {
 			return err
 		}
-		queueTask(b, t)
+		rd := w.round(t.DeliveryID)
+		rd.tasks = append(rd.tasks, t)
 	case schemas.TopicWebhookAttempts:
 		var res schemas.AttemptResult
 		if err := json.Unmarshal(r.Value, &res); err != nil {
 			return err
 		}
-		queueResult(b, res)
+		rd := w.round(res.DeliveryID)
+		rd.results = append(rd.results, res)
 	case schemas.TopicWebhookEvents:
 		ev, err := schemas.ParseEvent(r.Value)
 		if err != nil {
 			return err
 		}
-		var w schemas.WebhookFact
-		if err := ev.Decode(&w); err != nil {
+		var f schemas.WebhookFact
+		if err := ev.Decode(&f); err != nil {
 			return err
 		}
 		switch ev.Type {
 		case schemas.TypeWebhookDisabled:
+			w.flush(b)
 			b.Queue(`UPDATE webhook_deliveries SET status = 'cancelled', last_error = 'webhook_disabled', next_retry_at = NULL,
-				updated_at = now() WHERE webhook_id = $1 AND status = 'pending' AND gen <= $2`, w.ID, w.Gen)
+				updated_at = now() WHERE webhook_id = $1 AND status = 'pending' AND gen <= $2`, f.ID, f.Gen)
 		case schemas.TypeWebhookDeleted:
-			b.Queue(`DELETE FROM webhook_deliveries WHERE webhook_id = $1`, w.ID)
+			w.flush(b)
+			b.Queue(`DELETE FROM webhook_deliveries WHERE webhook_id = $1`, f.ID)
 		}
 	}
 	return nil
 }
 
-// queueTask records a delivery (first attempt of a run): a new row, or a
+// flush queues the rounds collected so far, in order, and starts anew.
+func (w *rounds) flush(b *pgx.Batch) {
+	for _, rd := range w.list {
+		queueTasks(b, rd.tasks)
+		queueResults(b, rd.results)
+	}
+	w.list = w.list[:0]
+	clear(w.seen)
+}
+
+// queueTasks records deliveries (first attempt of a run): new rows, or a
 // newer run of a resent one. Deliveries of a webhook that no longer exists
 // are not recorded.
-func queueTask(b *pgx.Batch, t schemas.DeliveryTask) {
+func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask) {
+	if len(ts) == 0 {
+		return
+	}
+	n := len(ts)
+	ids, hooks, accounts, events := make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
+	topics, payloads := make([]string, n), make([]string, n)
+	runs, gens := make([]int32, n), make([]int32, n)
+	due, created := make([]time.Time, n), make([]time.Time, n)
+	for i, t := range ts {
+		ids[i], hooks[i], accounts[i], events[i] = t.DeliveryID, t.WebhookID, t.AccountID, t.EventID
+		topics[i], payloads[i] = t.Topic, string(t.Payload)
+		runs[i], gens[i] = int32(t.Run), int32(t.Gen)
+		due[i], created[i] = t.DueAt, t.CreatedAt
+	}
 	b.Queue(`INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, payload, status, run, gen,
 			next_retry_at, created_at)
-		SELECT $1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::text, $6::json, 'pending', $7::int, $8::int, $9::timestamptz, $10::timestamptz
-		WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = $2::uuid)
+		SELECT t.id, t.webhook_id, t.account_id, t.event_id, t.topic, t.payload::json, 'pending', t.run, t.gen, t.due, t.created
+		FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::int[],
+			$9::timestamptz[], $10::timestamptz[]) AS t(id, webhook_id, account_id, event_id, topic, payload, run, gen, due, created)
+		WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = t.webhook_id)
 		ON CONFLICT (id) DO UPDATE SET
 			payload = COALESCE(webhook_deliveries.payload, excluded.payload),
 			status = CASE WHEN webhook_deliveries.run < excluded.run THEN 'pending' ELSE webhook_deliveries.status END,
@@ -99,35 +158,54 @@ func queueTask(b *pgx.Batch, t schemas.DeliveryTask) {
 			gen = GREATEST(webhook_deliveries.gen, excluded.gen),
 			run = GREATEST(webhook_deliveries.run, excluded.run),
 			updated_at = now()`,
-		t.DeliveryID, t.WebhookID, t.AccountID, t.EventID, t.Topic, string(t.Payload), t.Run, t.Gen, t.DueAt, t.CreatedAt)
+		ids, hooks, accounts, events, topics, payloads, runs, gens, due, created)
 }
 
-// queueResult applies an attempt result once: to its run, past the last
-// attempt applied, and not over a cancelled or finished delivery (a success
-// always counts: the client has the event); a result of a later run (its
-// task not read yet) moves the row to that run.
-// A result met before its task makes the row, without payload until the
-// task fills it.
-func queueResult(b *pgx.Batch, r schemas.AttemptResult) {
-	attempted := 0
-	if r.Attempted {
-		attempted = 1
+// queueResults applies attempt results once each: to its run, past the
+// last attempt applied, and not over a cancelled or finished delivery (a
+// success always counts: the client has the event); a result of a later
+// run (its task not read yet) moves the row to that run. A result met
+// before its task makes the row, without payload until the task fills it.
+// A new row counts run_attempt attempts when a request was made and none
+// otherwise (attempt numbers start at 1), so excluded.attempts > 0 tells
+// an update whether this result was a request.
+func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
+	if len(rs) == 0 {
+		return
 	}
-	var delivered *time.Time
-	if r.Status == schemas.DeliverySuccess {
-		delivered = &r.At
+	n := len(rs)
+	ids, hooks, accounts, events := make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
+	topics, statuses := make([]string, n), make([]string, n)
+	attempts, runs, runAttempts, gens := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	codes, errs := make([]*int, n), make([]*string, n)
+	next, delivered := make([]*time.Time, n), make([]*time.Time, n)
+	created := make([]time.Time, n)
+	for i, r := range rs {
+		ids[i], hooks[i], accounts[i], events[i] = r.DeliveryID, r.WebhookID, r.AccountID, r.EventID
+		topics[i], statuses[i] = r.Topic, r.Status
+		if r.Attempted {
+			attempts[i] = int32(r.Attempt)
+		}
+		runs[i], runAttempts[i], gens[i] = int32(r.Run), int32(r.Attempt), int32(r.Gen)
+		codes[i], errs[i], next[i] = r.StatusCode, r.Error, r.NextRetryAt
+		if r.Status == schemas.DeliverySuccess {
+			at := r.At
+			delivered[i] = &at
+		}
+		created[i] = r.CreatedAt
 	}
 	b.Queue(`INSERT INTO webhook_deliveries AS d (id, webhook_id, account_id, event_id, topic, status, attempts, run, run_attempt,
 			gen, last_status_code, last_error, next_retry_at, delivered_at, created_at)
-		SELECT $1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::text, $6::text, $7::int * $9::int, $8::int, $9::int, $10::int,
-			$11::int, $12::text, $13::timestamptz, $14::timestamptz, $15::timestamptz
-		WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = $2::uuid)
+		SELECT r.* FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::int[],
+			$9::int[], $10::int[], $11::int[], $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[])
+			AS r(id, webhook_id, account_id, event_id, topic, status, attempts, run, run_attempt, gen, code, error, next, delivered, created)
+		WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = r.webhook_id)
 		ON CONFLICT (id) DO UPDATE SET
 			status = excluded.status,
-			attempts = d.attempts + $7::int,
+			attempts = d.attempts + (excluded.attempts > 0)::int,
 			run = excluded.run,
 			run_attempt = excluded.run_attempt,
-			last_status_code = CASE WHEN $7::int = 1 THEN excluded.last_status_code ELSE d.last_status_code END,
+			last_status_code = CASE WHEN excluded.attempts > 0 THEN excluded.last_status_code ELSE d.last_status_code END,
 			last_error = excluded.last_error,
 			next_retry_at = excluded.next_retry_at,
 			delivered_at = COALESCE(d.delivered_at, excluded.delivered_at),
@@ -135,8 +213,7 @@ func queueResult(b *pgx.Batch, r schemas.AttemptResult) {
 		WHERE d.run < excluded.run
 			OR (d.run = excluded.run AND d.run_attempt < excluded.run_attempt
 				AND (d.status = 'pending' OR excluded.status = 'success'))`,
-		r.DeliveryID, r.WebhookID, r.AccountID, r.EventID, r.Topic, r.Status, attempted, r.Run, r.Attempt,
-		r.Gen, r.StatusCode, r.Error, r.NextRetryAt, delivered, r.CreatedAt)
+		ids, hooks, accounts, events, topics, statuses, attempts, runs, runAttempts, gens, codes, errs, next, delivered, created)
 }
 
 // Sweep removes delivery logs older than retention, a chunk at a time, and
