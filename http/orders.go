@@ -109,7 +109,7 @@ func orderError(err error) *Error {
 func (o *Orders) awaitProjection(ctx context.Context, id uuid.UUID, version int) error {
 	ctx, cancel := context.WithTimeout(ctx, o.wait())
 	defer cancel()
-	return o.Notify.Wait(ctx, orderrm.NotifyProjected, id.String(), pgnotify.SafetyPoll, func(ctx context.Context) (bool, error) {
+	return o.Notify.Wait(ctx, orderrm.NotifyProjected, id.String(), pgnotify.SafetyPoll, func(ctx context.Context, _ string) (bool, error) {
 		v, err := o.Queries.Version(ctx, id)
 		return v >= version, err
 	})

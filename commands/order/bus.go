@@ -62,19 +62,27 @@ func Send(ctx context.Context, producer *kgo.Client, n schemas.Naming, c Command
 // Decide sends c (unless it was decided already, e.g. a batch item worked a
 // second time) and waits up to wait for its decision.
 func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
-	return b.undecided(pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.loader(c.ID),
+	return b.undecided(pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.announcement(c.ID),
 		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) }))
 }
 
 // DecideNew is Decide for a command with a fresh id (no earlier decision
 // can exist): it sends and waits, loading the decision once.
 func (b *Bus) DecideNew(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
-	return b.undecided(pgnotify.DecideNew(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.loader(c.ID),
+	return b.undecided(pgnotify.DecideNew(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.announcement(c.ID),
 		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) }))
 }
 
-func (b *Bus) loader(commandID uuid.UUID) func(context.Context) (Decision, bool, error) {
-	return func(ctx context.Context) (Decision, bool, error) { return LoadDecision(ctx, b.Pool, commandID) }
+// announcement reads a command's decision from its announcement, or from
+// the decisions table when the announcement came without it.
+func (b *Bus) announcement(commandID uuid.UUID) pgnotify.Announcement[Decision] {
+	return pgnotify.Announcement[Decision]{
+		Load: func(ctx context.Context) (Decision, bool, error) { return LoadDecision(ctx, b.Pool, commandID) },
+		Parse: func(v string) (Decision, bool) {
+			d, ok := parseDecision(v)
+			return d, ok && d.CommandID == commandID
+		},
+	}
 }
 
 // undecided turns the end of the wait into ErrUndecided.
@@ -87,5 +95,5 @@ func (b *Bus) undecided(d Decision, err error) (Decision, error) {
 
 // Await waits for the decision of an already sent command.
 func (b *Bus) Await(ctx context.Context, commandID uuid.UUID, wait time.Duration) (Decision, error) {
-	return b.undecided(pgnotify.Await(ctx, b.Notify, NotifyDecided, commandID.String(), wait, b.loader(commandID)))
+	return b.undecided(pgnotify.Await(ctx, b.Notify, NotifyDecided, commandID.String(), wait, b.announcement(commandID)))
 }

@@ -29,14 +29,24 @@ const NotifyDecided = "order_decided"
 // Decisions is the decider's decision table.
 var Decisions = pg.Decisions{Table: "order_decisions", Notify: NotifyDecided}
 
-// Decision is the outcome of one command.
+// Decision is the outcome of one command. The json names are those of its
+// announcement (kept short: it rides in a NOTIFY payload).
 type Decision struct {
-	CommandID uuid.UUID
-	OrderID   uuid.UUID
-	Code      string // "" when accepted; else an API error code
-	Message   string
-	Status    string // the order's status after the decision
-	Version   int    // the order's version after the decision
+	CommandID uuid.UUID `json:"c"`
+	OrderID   uuid.UUID `json:"o"`
+	Code      string    `json:"e,omitempty"` // "" when accepted; else an API error code
+	Message   string    `json:"m,omitempty"`
+	Status    string    `json:"s,omitempty"` // the order's status after the decision
+	Version   int       `json:"v"`           // the order's version after the decision
+}
+
+// parseDecision reads a decision from its announcement.
+func parseDecision(v string) (Decision, bool) {
+	var d Decision
+	if err := json.Unmarshal([]byte(v), &d); err != nil || d.CommandID == uuid.Nil {
+		return Decision{}, false
+	}
+	return d, true
 }
 
 // Accepted reports whether the command was applied.
@@ -228,7 +238,8 @@ func queueStates(b *pgx.Batch, orders map[uuid.UUID]*orderRow) error {
 	return nil
 }
 
-// queueDecisions records decisions in one statement and announces them.
+// queueDecisions records decisions in one statement and announces them,
+// each with its content, so no waiter reads it back.
 func queueDecisions(b *pgx.Batch, decisions []Decision) {
 	if len(decisions) == 0 {
 		return
@@ -237,18 +248,21 @@ func queueDecisions(b *pgx.Batch, decisions []Decision) {
 	cmdIDs, orderIDs := make([]uuid.UUID, n), make([]uuid.UUID, n)
 	codes, msgs, statuses := make([]string, n), make([]string, n), make([]string, n)
 	versions := make([]int32, n)
-	ids := make([]string, n)
+	ids, values := make([]string, n), make([]string, n)
 	for i, dec := range decisions {
 		cmdIDs[i], orderIDs[i] = dec.CommandID, dec.OrderID
 		codes[i], msgs[i], statuses[i] = dec.Code, dec.Message, dec.Status
 		versions[i] = int32(dec.Version)
 		ids[i] = dec.CommandID.String()
+		if v, err := json.Marshal(dec); err == nil {
+			values[i] = string(v)
+		}
 	}
 	b.Queue(`INSERT INTO order_decisions (command_id, order_id, error_code, error_message, status, version)
 		SELECT id, order_id, NULLIF(code, ''), NULLIF(msg, ''), NULLIF(status, ''), version
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[]) AS d(id, order_id, code, msg, status, version)`,
 		cmdIDs, orderIDs, codes, msgs, statuses, versions)
-	Decisions.QueueNotify(b, ids)
+	Decisions.QueueAnnounce(b, ids, values)
 }
 
 // ErrorCode maps a decision error to its API error code ("" when it is not

@@ -47,7 +47,10 @@ func Send(ctx context.Context, producer *kgo.Client, n schemas.Naming, c Command
 // decision.
 func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
 	dec, err := pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait,
-		func(ctx context.Context) (Decision, bool, error) { return LoadDecision(ctx, b.Pool, c.ID) },
+		pgnotify.Announcement[Decision]{
+			Load:  func(ctx context.Context) (Decision, bool, error) { return LoadDecision(ctx, b.Pool, c.ID) },
+			Parse: parseDecision,
+		},
 		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) })
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Decision{}, ErrUndecided

@@ -109,7 +109,9 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]
 
 	batch := &pgx.Batch{}
 	var events []*kgo.Record
-	var notify []string
+	var notify, announced []string
+	// Stored and announced alike, so a waiter reading either sees the same.
+	decidedAt := time.Now().UTC().Truncate(time.Microsecond)
 	for i, c := range cmds {
 		if decided[c.ID] {
 			continue
@@ -135,9 +137,11 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]
 			d.Log.Warn("webhook command refused", "command", c.ID, "kind", c.Kind, "err", err)
 			code, msg = schemas.CodeValidation, err.Error()
 		}
-		batch.Queue(`INSERT INTO webhook_decisions (command_id, webhook_id, error_code, error_message)
-			VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''))`, c.ID, c.WebhookID, code, msg)
+		batch.Queue(`INSERT INTO webhook_decisions (command_id, webhook_id, error_code, error_message, decided_at)
+			VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''), $5)`, c.ID, c.WebhookID, code, msg, decidedAt)
 		notify = append(notify, c.ID.String())
+		announcement, _ := json.Marshal(Decision{Code: code, Message: msg, DecidedAt: decidedAt})
+		announced = append(announced, string(announcement))
 		if err != nil || ch.EventType == "" {
 			continue
 		}
@@ -168,18 +172,28 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]
 		events = append(events, &kgo.Record{Topic: d.Naming.Topic(schemas.TopicWebhookEvents), Key: []byte(c.AccountID.String()), Value: value,
 			Headers: []kgo.RecordHeader{{Key: schemas.HeaderEventType, Value: []byte(ch.EventType)}}})
 	}
-	Decisions.QueueNotify(batch, notify)
+	Decisions.QueueAnnounce(batch, notify, announced)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("store webhook decisions: %w", err)
 	}
 	return events, nil
 }
 
-// Decision is the outcome of one webhook command.
+// Decision is the outcome of one webhook command. The json names are
+// those of its announcement.
 type Decision struct {
-	Code      string // "" when accepted
-	Message   string
-	DecidedAt time.Time
+	Code      string    `json:"e,omitempty"` // "" when accepted
+	Message   string    `json:"m,omitempty"`
+	DecidedAt time.Time `json:"t"`
+}
+
+// parseDecision reads a decision from its announcement.
+func parseDecision(v string) (Decision, bool) {
+	var d Decision
+	if err := json.Unmarshal([]byte(v), &d); err != nil || d.DecidedAt.IsZero() {
+		return Decision{}, false
+	}
+	return d, true
 }
 
 // LoadDecision reads a command's decision; ok is false while undecided.

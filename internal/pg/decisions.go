@@ -32,12 +32,25 @@ func (d Decisions) Decided(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (map
 	return decided, nil
 }
 
-// QueueNotify queues the announcement of the decisions of ids on b (sent
-// when the transaction commits).
-func (d Decisions) QueueNotify(b *pgx.Batch, ids []string) {
-	if len(ids) > 0 {
-		b.Queue(`SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id`, d.Notify, ids)
+// MaxAnnounced bounds a decision announced with its content: Postgres
+// takes payloads under 8000 bytes. A longer one is announced by id alone
+// and its waiter reads the table.
+const MaxAnnounced = 7000
+
+// QueueAnnounce queues on b the announcement of the decisions of ids,
+// each with its value (the decision, encoded by the decider; "" for none),
+// sent when the transaction commits, in one statement.
+func (d Decisions) QueueAnnounce(b *pgx.Batch, ids, values []string) {
+	if len(ids) == 0 {
+		return
 	}
+	for i, v := range values {
+		if len(v) > MaxAnnounced {
+			values[i] = ""
+		}
+	}
+	b.Queue(`SELECT pg_notify($1, CASE WHEN v = '' THEN id ELSE id || ' ' || v END)
+		FROM unnest($2::text[], $3::text[]) AS a(id, v)`, d.Notify, ids, values)
 }
 
 // Prune drops decisions older than keep.

@@ -1,13 +1,17 @@
 // Package pgnotify lets many goroutines wait for Postgres NOTIFY messages
-// over one listening connection. A waiter always re-checks the database
-// itself, on every notification and on a short tick, so a notification lost
-// while the connection was being re-established costs latency, not
-// correctness.
+// over one listening connection. A payload is a key (what a waiter
+// subscribes to, e.g. a command id), optionally followed by a space and a
+// value (what was announced, e.g. the decision): a waiter given the value
+// needs no lookup. Without one (a payload that was only a key, a wake after
+// the connection was re-established, a poll) the waiter checks the
+// database itself, so a notification lost while reconnecting costs
+// latency, not correctness.
 package pgnotify
 
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,14 +27,14 @@ type Listener struct {
 	channels []string
 
 	mu   sync.Mutex
-	subs map[key]map[chan struct{}]struct{}
+	subs map[key]map[chan string]struct{}
 }
 
-type key struct{ channel, payload string }
+type key struct{ channel, id string }
 
 // New returns a listener; Run must be running for notifications to arrive.
 func New(pool *pgxpool.Pool, log *slog.Logger, channels ...string) *Listener {
-	return &Listener{pool: pool, log: log, channels: channels, subs: map[key]map[chan struct{}]struct{}{}}
+	return &Listener{pool: pool, log: log, channels: channels, subs: map[key]map[chan string]struct{}{}}
 }
 
 // Run holds a connection that LISTENs on the channels until ctx ends,
@@ -68,18 +72,16 @@ func (l *Listener) listen(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		l.wake(key{n.Channel, n.Payload})
+		k, v, _ := strings.Cut(n.Payload, " ")
+		l.wake(key{n.Channel, k}, v)
 	}
 }
 
-func (l *Listener) wake(k key) {
+func (l *Listener) wake(k key, v string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for ch := range l.subs[k] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+		offer(ch, v)
 	}
 }
 
@@ -88,23 +90,42 @@ func (l *Listener) wakeAll() {
 	defer l.mu.Unlock()
 	for _, set := range l.subs {
 		for ch := range set {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
+			offer(ch, "")
 		}
 	}
 }
 
-// Subscribe returns a channel that receives a signal (coalesced) whenever
-// channel gets a notification with payload, or the connection was
-// re-established; call cancel when done.
-func (l *Listener) Subscribe(channel, payload string) (<-chan struct{}, func()) {
-	k := key{channel, payload}
-	ch := make(chan struct{}, 1)
+// offer delivers v without blocking: a value waiting unread is replaced
+// by a newer one that has content (the newest announcement wins; a bare
+// wake never hides a value).
+func offer(ch chan string, v string) {
+	select {
+	case ch <- v:
+		return
+	default:
+	}
+	if v == "" {
+		return
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	select {
+	case ch <- v:
+	default:
+	}
+}
+
+// Subscribe returns a channel that receives (coalesced) the value of each
+// notification on channel whose key is id ("" when it had none), and ""
+// when the connection was re-established; call cancel when done.
+func (l *Listener) Subscribe(channel, id string) (<-chan string, func()) {
+	k := key{channel, id}
+	ch := make(chan string, 1)
 	l.mu.Lock()
 	if l.subs[k] == nil {
-		l.subs[k] = map[chan struct{}]struct{}{}
+		l.subs[k] = map[chan string]struct{}{}
 	}
 	l.subs[k][ch] = struct{}{}
 	l.mu.Unlock()
@@ -118,13 +139,31 @@ func (l *Listener) Subscribe(channel, payload string) (<-chan struct{}, func()) 
 	}
 }
 
-// Wait returns once check reports done, re-checking whenever channel gets
-// a notification with payload, and at least every poll. It returns ctx's
-// error when ctx ends first.
-func (l *Listener) Wait(ctx context.Context, channel, payload string, poll time.Duration, check func(context.Context) (bool, error)) error {
-	ch, cancel := l.Subscribe(channel, payload)
+// Wait returns once check reports done, checking first and then whenever
+// channel gets a notification with key (check gets its value, "" when
+// none) and at least every poll. It returns ctx's error when ctx ends
+// first.
+func (l *Listener) Wait(ctx context.Context, channel, key string, poll time.Duration, check func(ctx context.Context, value string) (bool, error)) error {
+	ch, cancel := l.Subscribe(channel, key)
 	defer cancel()
-	return wait.Until(ctx, ch, poll, true, check)
+	return wait.UntilValue(ctx, ch, poll, true, func(ctx context.Context, v string, _ bool) (bool, error) { return check(ctx, v) })
+}
+
+// Announcement is how a waiter reads a value: from a notification's value
+// when it has one (Parse), else from the database (Load; ok false while
+// there is nothing yet).
+type Announcement[T any] struct {
+	Load  func(context.Context) (T, bool, error)
+	Parse func(value string) (T, bool)
+}
+
+func (a Announcement[T]) read(ctx context.Context, value string) (T, bool, error) {
+	if value != "" && a.Parse != nil {
+		if v, ok := a.Parse(value); ok {
+			return v, true, nil
+		}
+	}
+	return a.Load(ctx)
 }
 
 // SafetyPoll is how often a waiter looks without being notified. The
@@ -136,41 +175,41 @@ func (l *Listener) Wait(ctx context.Context, channel, payload string, poll time.
 // podsvc's CPU at 1,000 orders/s).
 const SafetyPoll = 2 * time.Second
 
-// Await waits up to wait for load to find a value (a decision), woken by
-// notifications on channel with payload and at least every SafetyPoll. It
-// returns context.DeadlineExceeded when the wait ends first.
-func Await[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
-	load func(context.Context) (T, bool, error)) (T, error) {
-	ch, cancel := l.Subscribe(channel, payload)
+// Await waits up to wait for a value (a decision), woken by notifications
+// on channel with key and at least every SafetyPoll. It returns
+// context.DeadlineExceeded when the wait ends first.
+func Await[T any](ctx context.Context, l *Listener, channel, key string, wait time.Duration, a Announcement[T]) (T, error) {
+	ch, cancel := l.Subscribe(channel, key)
 	defer cancel()
-	return awaitOn(ctx, ch, wait, true, load)
+	return awaitOn(ctx, ch, wait, true, a)
 }
 
 // Decide is how a request gets the decision of its command: the decision
-// load finds already (a repeated command), or else, after send, the one
-// awaited up to wait (context.DeadlineExceeded when none came). The
-// subscription is made before the first look, so a decision made after it
-// cannot be missed, and the next look is made only when notified (or at a
-// poll).
-func Decide[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
-	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
-	return decide(ctx, l, channel, payload, wait, true, load, send)
+// found already (a repeated command), or else, after send, the one
+// announced (or found) within wait (context.DeadlineExceeded when none
+// came). The subscription is made before the first look, so a decision
+// made after it cannot be missed, and the next look is made only when
+// notified (or at a poll).
+func Decide[T any](ctx context.Context, l *Listener, channel, key string, wait time.Duration, a Announcement[T],
+	send func(context.Context) error) (T, error) {
+	return decide(ctx, l, channel, key, wait, true, a, send)
 }
 
 // DecideNew is Decide for a command whose id was never used before (made
-// for this request): there is nothing to look up before sending, so the
-// decision is loaded once, when notified.
-func DecideNew[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration,
-	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
-	return decide(ctx, l, channel, payload, wait, false, load, send)
+// for this request): there is nothing to look up before sending, and the
+// announcement carries the decision, so the database is read only when a
+// notification came without it.
+func DecideNew[T any](ctx context.Context, l *Listener, channel, key string, wait time.Duration, a Announcement[T],
+	send func(context.Context) error) (T, error) {
+	return decide(ctx, l, channel, key, wait, false, a, send)
 }
 
-func decide[T any](ctx context.Context, l *Listener, channel, payload string, wait time.Duration, lookFirst bool,
-	load func(context.Context) (T, bool, error), send func(context.Context) error) (T, error) {
-	ch, cancel := l.Subscribe(channel, payload)
+func decide[T any](ctx context.Context, l *Listener, channel, key string, wait time.Duration, lookFirst bool,
+	a Announcement[T], send func(context.Context) error) (T, error) {
+	ch, cancel := l.Subscribe(channel, key)
 	defer cancel()
 	if lookFirst {
-		if v, ok, err := load(ctx); err != nil || ok {
+		if v, ok, err := a.Load(ctx); err != nil || ok {
 			return v, err
 		}
 	}
@@ -178,18 +217,17 @@ func decide[T any](ctx context.Context, l *Listener, channel, payload string, wa
 		var zero T
 		return zero, err
 	}
-	return awaitOn(ctx, ch, wait, false, load)
+	return awaitOn(ctx, ch, wait, false, a)
 }
 
-// awaitOn waits up to limit on a subscription already made for load to find
-// a value; checkFirst looks once before the first wake.
-func awaitOn[T any](ctx context.Context, ch <-chan struct{}, limit time.Duration, checkFirst bool,
-	load func(context.Context) (T, bool, error)) (T, error) {
+// awaitOn waits up to limit on a subscription already made for a value;
+// checkFirst looks once before the first wake.
+func awaitOn[T any](ctx context.Context, ch <-chan string, limit time.Duration, checkFirst bool, a Announcement[T]) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var out T
-	err := wait.Until(ctx, ch, SafetyPoll, checkFirst, func(ctx context.Context) (bool, error) {
-		v, ok, err := load(ctx)
+	err := wait.UntilValue(ctx, ch, SafetyPoll, checkFirst, func(ctx context.Context, value string, _ bool) (bool, error) {
+		v, ok, err := a.read(ctx, value)
 		out = v
 		return ok, err
 	})

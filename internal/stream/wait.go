@@ -15,7 +15,7 @@ import (
 func WaitApplied(ctx context.Context, pool *pgxpool.Pool, consumer, topic string, last map[int32]int64) error {
 	// Nothing announces a stage's progress, so the wait polls: it is how
 	// podctl and the tests wait, not a request path.
-	err := wait.Until(ctx, nil, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err := wait.Until[struct{}](ctx, nil, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		stored, err := loadOffsets(ctx, pool, consumer)
 		return err == nil && passed(stored, topic, last), err
 	})

@@ -4,7 +4,9 @@
 // where the awaited thing lives (a Postgres NOTIFY through pgnotify, a
 // Redis message); the loop is the same, so every wait shares its rules: a
 // failed check is retried rather than ending the wait, the poll is only a
-// safety net, and the caller's context bounds it.
+// safety net, and the caller's context bounds it. A wake may carry the
+// awaited thing itself (an announcement with its content): UntilValue
+// hands it to the check, which then needs no lookup.
 package wait
 
 import (
@@ -17,12 +19,22 @@ import (
 // then again whenever wake delivers and at least every poll. A check that
 // fails (a dependency blinked) counts as not done. It returns ctx's error
 // when ctx ends first. wake may be nil: the wait then polls.
-func Until(ctx context.Context, wake <-chan struct{}, poll time.Duration, checkFirst bool, check func(context.Context) (bool, error)) error {
+func Until[T any](ctx context.Context, wake <-chan T, poll time.Duration, checkFirst bool, check func(context.Context) (bool, error)) error {
+	return UntilValue(ctx, wake, poll, checkFirst, func(ctx context.Context, _ T, _ bool) (bool, error) { return check(ctx) })
+}
+
+// UntilValue is Until whose check also gets what woke it: woken is true
+// and v the value when a wake delivered it, false on the first check and
+// on polls.
+func UntilValue[T any](ctx context.Context, wake <-chan T, poll time.Duration, checkFirst bool,
+	check func(ctx context.Context, v T, woken bool) (bool, error)) error {
 	t := time.NewTicker(poll)
 	defer t.Stop()
+	var v T
+	woken := false
 	for {
 		if checkFirst {
-			done, err := check(ctx)
+			done, err := check(ctx, v, woken)
 			if err != nil && ctx.Err() == nil {
 				done = false
 			}
@@ -31,10 +43,13 @@ func Until(ctx context.Context, wake <-chan struct{}, poll time.Duration, checkF
 			}
 		}
 		checkFirst = true
+		var zero T
+		v, woken = zero, false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-wake:
+		case v = <-wake:
+			woken = true
 		case <-t.C:
 		}
 	}

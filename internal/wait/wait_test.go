@@ -13,7 +13,7 @@ const hour = time.Hour
 func TestUntil(t *testing.T) {
 	t.Run("a check already done ends the wait without a wake", func(t *testing.T) {
 		calls := 0
-		err := Until(context.Background(), nil, hour, true, func(context.Context) (bool, error) { calls++; return true, nil })
+		err := Until[struct{}](context.Background(), nil, hour, true, func(context.Context) (bool, error) { calls++; return true, nil })
 		if err != nil || calls != 1 {
 			t.Fatalf("err %v after %d checks, want nil after 1", err, calls)
 		}
@@ -67,7 +67,7 @@ func TestUntil(t *testing.T) {
 	})
 	t.Run("the poll checks when nothing wakes", func(t *testing.T) {
 		calls := 0
-		err := Until(context.Background(), nil, time.Millisecond, true, func(context.Context) (bool, error) { calls++; return calls == 3, nil })
+		err := Until[struct{}](context.Background(), nil, time.Millisecond, true, func(context.Context) (bool, error) { calls++; return calls == 3, nil })
 		if err != nil || calls != 3 {
 			t.Fatalf("err %v after %d checks, want nil after 3", err, calls)
 		}
@@ -75,9 +75,34 @@ func TestUntil(t *testing.T) {
 	t.Run("the context's end ends the wait with its error", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		err := Until(ctx, nil, hour, true, func(context.Context) (bool, error) { return false, nil })
+		err := Until[struct{}](ctx, nil, hour, true, func(context.Context) (bool, error) { return false, nil })
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestUntilValue(t *testing.T) {
+	t.Run("a wake's value reaches the check, and only a wake's", func(t *testing.T) {
+		wake := make(chan string)
+		var seen []string
+		done := make(chan error, 1)
+		go func() {
+			done <- UntilValue(context.Background(), wake, hour, true, func(_ context.Context, v string, woken bool) (bool, error) {
+				if !woken {
+					v = "(not woken)"
+				}
+				seen = append(seen, v)
+				return v == "decided", nil
+			})
+		}()
+		wake <- ""
+		wake <- "decided"
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"(not woken)", "", "decided"}; len(seen) != 3 || seen[0] != want[0] || seen[1] != want[1] || seen[2] != want[2] {
+			t.Fatalf("checks saw %q, want %q", seen, want)
 		}
 	})
 }
