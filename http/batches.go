@@ -267,7 +267,7 @@ func (w *BatchWorker) round(ctx context.Context) (int, error) {
 
 func (w *BatchWorker) work(ctx context.Context, t *batchTask) {
 	item := uuid.NewSHA1(t.batch, fmt.Appendf(nil, "item/%d", t.idx))
-	created, _, err := w.Orders.createProjected(ctx, order.CreateInput{AccountID: t.account, Body: t.body, Via: "api",
+	created, _, _, err := w.Orders.createProjected(ctx, order.CreateInput{AccountID: t.account, Body: t.body, Via: "api",
 		CommandID: item, DefaultReference: "batch-" + item.String()})
 	if err == nil {
 		t.status, t.orderID = fiber.StatusCreated, &created.OrderID

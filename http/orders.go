@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/wait"
 	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
 )
@@ -35,7 +36,7 @@ func (o *Orders) wait() time.Duration {
 // Both the POST handler and the batch worker use it, so a batch item's
 // result is exactly what a single create would have answered.
 func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
-	created, projected, err := o.createProjected(ctx, in)
+	created, proj, projected, err := o.createProjected(ctx, in)
 	if err != nil {
 		e := orderError(err)
 		return e.Status(), e
@@ -43,6 +44,14 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 	if !projected {
 		// The order exists (decided and durable); only the read model lags.
 		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
+	}
+	if proj.Created != nil && proj.Entry != nil {
+		// The projector announced the new row: answer from it.
+		res := draftOrder(created)
+		res.CreatedAt, res.UpdatedAt = *proj.Created, *proj.Created
+		place := int(*proj.Entry)
+		res.QueuePosition = &place
+		return fiber.StatusCreated, res
 	}
 	res, err := o.Queries.Entered(ctx, in.AccountID, created.OrderID)
 	if err != nil {
@@ -56,21 +65,50 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 }
 
 // createProjected creates an order and waits (bounded) for the read model
-// to hold it; projected reports whether it does.
-func (o *Orders) createProjected(ctx context.Context, in order.CreateInput) (order.Created, bool, error) {
-	created, err := o.Creator.Create(ctx, in)
-	if err != nil {
-		return order.Created{}, false, err
+// to hold it; projected reports whether it does, and proj is what the
+// projector announced of it (zero when the wait ended on a lookup). The
+// subscription to the announcement is made before the command is sent, so
+// the wait needs no first look at the table.
+func (o *Orders) createProjected(ctx context.Context, in order.CreateInput) (created order.Created, proj orderrm.Projected, projected bool, err error) {
+	var sub <-chan string
+	stop := func() {}
+	defer func() { stop() }()
+	in.BeforeSend = func(id uuid.UUID) { sub, stop = o.Notify.Subscribe(orderrm.NotifyProjected, id.String()) }
+	if created, err = o.Creator.Create(ctx, in); err != nil {
+		return order.Created{}, orderrm.Projected{}, false, err
 	}
-	return created, o.awaitProjection(ctx, created.OrderID, created.Decision.Version) == nil, nil
+	if sub == nil {
+		return created, proj, o.awaitProjection(ctx, created.OrderID, created.Decision.Version) == nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.wait())
+	defer cancel()
+	err = wait.UntilValue(ctx, sub, pgnotify.SafetyPoll, false, func(ctx context.Context, v string, _ bool) (bool, error) {
+		if p, ok := orderrm.ParseProjected(v); ok && p.Version >= created.Decision.Version {
+			proj = p
+			return true, nil
+		}
+		n, err := o.Queries.Version(ctx, created.OrderID)
+		return n >= created.Decision.Version, err
+	})
+	return created, proj, err == nil, nil
+}
+
+// draftOrder is the 201 body of a create as its draft and decision tell
+// it; the caller adds the times and the queue place.
+func draftOrder(c order.Created) orderrm.Order {
+	d := c.Draft
+	addons := d.AddonService
+	if addons == nil {
+		addons = []string{}
+	}
+	return orderrm.Order{OrderID: c.OrderID, ReferenceID: d.ReferenceID, StoreID: d.StoreID, Status: schemas.StatusPending,
+		Duplicate: c.Details.Duplicate, AddonService: addons, Pricing: c.Details.Pricing, CreatedVia: c.Details.CreatedVia}
 }
 
 // createdFromDraft is the 201 body built without the read model (when it
 // lags): timestamps come from the decider's state.
 func (o *Orders) createdFromDraft(ctx context.Context, account uuid.UUID, c order.Created) orderrm.Order {
-	d := c.Draft
-	res := orderrm.Order{OrderID: c.OrderID, ReferenceID: d.ReferenceID, StoreID: d.StoreID, Status: schemas.StatusPending,
-		Duplicate: c.Details.Duplicate, AddonService: d.AddonService, Pricing: c.Details.Pricing, CreatedVia: c.Details.CreatedVia}
+	res := draftOrder(c)
 	if st, ok, err := order.LoadState(ctx, o.Bus.Pool, account, c.OrderID); err == nil && ok {
 		res.CreatedAt, res.UpdatedAt = st.Order.CreatedAt, st.Order.CreatedAt
 	}

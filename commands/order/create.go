@@ -30,6 +30,10 @@ type CreateInput struct {
 	CommandID uuid.UUID
 	// DefaultReference is used when the body has no reference_id.
 	DefaultReference string
+	// BeforeSend, when set, is called with the order's id before its
+	// command is sent: a caller that waits for what follows the decision
+	// (the read model) subscribes there, so it cannot miss it.
+	BeforeSend func(orderID uuid.UUID)
 }
 
 // Created is an accepted create.
@@ -133,6 +137,9 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	}
 	cmd := Command{ID: cmdID, Kind: KindCreate, OrderID: orderID, AccountID: in.AccountID,
 		ReferenceID: draft.ReferenceID, StoreID: draft.StoreID, Details: &details}
+	if in.BeforeSend != nil {
+		in.BeforeSend(orderID)
+	}
 	decide := c.Bus.Decide
 	if fresh {
 		decide = c.Bus.DecideNew

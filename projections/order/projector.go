@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -30,23 +31,18 @@ const NotifyProjected = "order_projected"
 var Tables = []string{"order_push_attempts", "orders", "store_queues"}
 
 // Projector returns the consumer that builds the order read model. Every
-// write is conditional on the order's version (record header), so an event
-// published twice is applied once.
+// event applies only over an older version of its order (record header),
+// so an event published twice is applied once. A batch is applied with a
+// fixed handful of statements whatever its size: one round trip locks the
+// batch's stores' queue counts and reads its orders, the events are
+// applied in order in memory (queue places and counts move as they would
+// one by one), and the results are written with unnest.
 func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: []string{n.Topic(schemas.TopicOrderEvents)},
 		Handle: stream.Sink(func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
-			batch := &pgx.Batch{}
-			// The stores whose queue counts this batch may move are locked
-			// first (put at the head of the batch below), in one sorted
-			// statement: replicas working other
-			// partitions then wait for each other instead of deadlocking,
-			// and each later statement reads the count as it is now.
-			var stores []uuid.UUID
-			seenStore := map[uuid.UUID]bool{}
-			var touched []string
-			seen := map[uuid.UUID]bool{}
+			items := make([]item, 0, len(recs))
 			for _, rec := range recs {
 				// A record that cannot be decoded is dead-lettered by the
 				// runner; the rest go on.
@@ -54,112 +50,398 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 				if err != nil {
 					return stream.Poison(fmt.Errorf("order event record %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
-				version := schemas.OrderVersion(rec.Headers)
-				var d schemas.OrderEventData
-				if err := ev.Decode(&d); err != nil {
+				it := item{ev: ev, version: schemas.OrderVersion(rec.Headers)}
+				if err := ev.Decode(&it.data); err != nil {
 					return stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
 				}
-				if version <= 0 {
+				if it.version <= 0 {
 					return stream.Poison(fmt.Errorf("order event %s has no version header", ev.ID))
 				}
-				queue(batch, ev, d, version)
-				if d.Order.StoreID != uuid.Nil && !seenStore[d.Order.StoreID] {
-					seenStore[d.Order.StoreID] = true
-					stores = append(stores, d.Order.StoreID)
-				}
-				if !seen[d.Order.ID] {
-					seen[d.Order.ID] = true
-					touched = append(touched, d.Order.ID.String())
-				}
+				items = append(items, it)
 			}
-			if len(stores) > 0 {
-				slices.SortFunc(stores, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-				lock := &pgx.QueuedQuery{
-					SQL: `WITH ins AS (INSERT INTO store_queues (store_id, pending) SELECT s, 0 FROM unnest($1::uuid[]) AS s
-						ORDER BY s ON CONFLICT (store_id) DO NOTHING)
-						SELECT 1 FROM store_queues WHERE store_id = ANY($1) ORDER BY store_id FOR UPDATE`,
-					Arguments: []any{stores},
-				}
-				batch.QueuedQueries = append([]*pgx.QueuedQuery{lock}, batch.QueuedQueries...)
-			}
-			if len(touched) > 0 {
-				batch.Queue(`SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id`, NotifyProjected, touched)
-			}
-			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-				return fmt.Errorf("apply order events: %w", err)
-			}
-			return nil
+			return apply(ctx, tx, items)
 		}),
 	}
 }
 
-func queue(b *pgx.Batch, ev schemas.Event, d schemas.OrderEventData, version int) {
-	o := d.Order
-	at := ev.OccurredAt
-	switch ev.Type {
-	case schemas.TypeOrderCreated:
-		c := d.Created
-		if c == nil {
-			return
+type item struct {
+	ev      schemas.Event
+	data    schemas.OrderEventData
+	version int
+}
+
+// row is an order of the batch as the read model holds it.
+type row struct {
+	existed bool // in the table before the batch (else created by it)
+	changed bool
+	id      uuid.UUID
+	store   uuid.UUID
+	status  string
+	version int
+	entry   *int64 // place taken when it last entered its store's queue
+	queued  time.Time
+	updated time.Time
+	// set by the batch; nil keeps the stored value
+	platformID, platformNumber *string
+	tracking                   *schemas.Tracking
+	shipment                   *string
+	trackingSet                bool
+	created                    *item // the order.created event of a new row
+}
+
+type attemptKey struct {
+	order   uuid.UUID
+	attempt int
+}
+
+type finish struct {
+	at      time.Time
+	outcome string
+	err     string
+}
+
+func apply(ctx context.Context, tx pgx.Tx, items []item) error {
+	if len(items) == 0 {
+		return nil
+	}
+	var ids, stores []uuid.UUID
+	seenID, seenStore := map[uuid.UUID]bool{}, map[uuid.UUID]bool{}
+	for _, it := range items {
+		o := it.data.Order
+		if !seenID[o.ID] {
+			seenID[o.ID] = true
+			ids = append(ids, o.ID)
 		}
-		// The order enters its store's queue last: its place is the queue's
-		// length with it, and the store's count grows by one.
-		b.Queue(`WITH ins AS (INSERT INTO orders (order_id, account_id, store_id, reference_id, status, duplicate, addon_service,
-			pricing, created_via, customer, shipping_address, label_link, tracking_number, shipping_service, note, tags,
-			line_items, idempotency_key, queued_at, created_at, updated_at, version, entry_position)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULLIF($12, ''), NULLIF($13, ''), $14, NULLIF($15, ''),
-			NULLIF($16, ''), $17, $18, $19, $19, $20, $21,
-			COALESCE((SELECT pending FROM store_queues WHERE store_id = $3), 0) + 1)
-			ON CONFLICT (order_id) DO NOTHING RETURNING store_id)
-			INSERT INTO store_queues (store_id, pending) SELECT store_id, 1 FROM ins
-			ON CONFLICT (store_id) DO UPDATE SET pending = store_queues.pending + 1`,
-			o.ID, o.AccountID, o.StoreID, o.ReferenceID, schemas.StatusPending, c.Duplicate, nonNil(c.AddonService),
-			jsonOrNull(c.Pricing), c.CreatedVia, jsonOrNull(c.Customer), jsonOrNull(c.ShippingAddress), c.LabelLink,
-			c.TrackingNumber, c.ShippingService, c.Note, c.Tags, jsonOrNull(c.Lines), c.IdempotencyKey, o.CreatedAt,
-			o.UpdatedAt, version)
-	case schemas.TypeOrderStatusUpdated, schemas.TypeOrderCancelled:
-		to := schemas.StatusCancelled
-		if o.ClientStatus != nil {
-			to = *o.ClientStatus
+		if o.StoreID != uuid.Nil && !seenStore[o.StoreID] {
+			seenStore[o.StoreID] = true
+			stores = append(stores, o.StoreID)
 		}
-		var platformID, platformNumber string
-		if p := d.Push; p != nil && to == schemas.StatusSuccess {
-			platformID, platformNumber = p.PlatformOrderID, p.PlatformOrderNumber
+	}
+	// The stores are locked first, in one sorted statement: replicas working
+	// other partitions then wait for each other instead of deadlocking.
+	slices.SortFunc(stores, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	pending := make(map[uuid.UUID]int64, len(stores))
+	rows := make(map[uuid.UUID]*row, len(ids))
+	read := &pgx.Batch{}
+	read.Queue(`WITH ins AS (INSERT INTO store_queues (store_id, pending) SELECT s, 0 FROM unnest($1::uuid[]) AS s
+		ORDER BY s ON CONFLICT (store_id) DO NOTHING)
+		SELECT store_id, pending FROM store_queues WHERE store_id = ANY($1) ORDER BY store_id FOR UPDATE`, stores).
+		Query(func(rs pgx.Rows) error {
+			var id uuid.UUID
+			var n int64
+			_, err := pgx.ForEachRow(rs, []any{&id, &n}, func() error { pending[id] = n; return nil })
+			return err
+		})
+	read.Queue(`SELECT order_id, store_id, status, version, entry_position, queued_at, updated_at FROM orders
+		WHERE order_id = ANY($1) FOR UPDATE`, ids).
+		Query(func(rs pgx.Rows) error {
+			var r row
+			_, err := pgx.ForEachRow(rs, []any{&r.id, &r.store, &r.status, &r.version, &r.entry, &r.queued, &r.updated}, func() error {
+				c := r
+				c.existed = true
+				rows[c.id] = &c
+				return nil
+			})
+			return err
+		})
+	if err := tx.SendBatch(ctx, read).Close(); err != nil {
+		return fmt.Errorf("read orders: %w", err)
+	}
+
+	starts := map[attemptKey]time.Time{}
+	finishes := map[attemptKey]finish{}
+	var startOrder, finishOrder []attemptKey
+	moved := map[uuid.UUID]bool{} // stores whose count changed
+	for i := range items {
+		it := &items[i]
+		o := it.data.Order
+		r := rows[o.ID]
+		if r != nil && it.version <= r.version {
+			continue // applied already
 		}
-		// Entering or leaving PENDING moves the store's queue count with it;
-		// an order entering takes the last place.
-		b.Queue(`WITH old AS (SELECT order_id, status FROM orders WHERE order_id = $1 AND version < $2 FOR UPDATE),
-			upd AS (UPDATE orders o SET status = $3, updated_at = $4, version = $2,
-				queued_at = CASE WHEN $3 = 'PENDING' THEN $5 ELSE o.queued_at END,
-				entry_position = CASE WHEN $3 = 'PENDING' AND old.status <> 'PENDING'
-					THEN COALESCE((SELECT pending FROM store_queues q WHERE q.store_id = o.store_id), 0) + 1
-					ELSE o.entry_position END,
-				platform_order_id = COALESCE(NULLIF($6, ''), o.platform_order_id),
-				platform_order_number = COALESCE(NULLIF($7, ''), o.platform_order_number)
-				FROM old WHERE o.order_id = old.order_id
-				RETURNING o.store_id, old.status AS was, o.status AS now)
-			INSERT INTO store_queues (store_id, pending)
-			SELECT store_id, (now = 'PENDING')::int - (was = 'PENDING')::int FROM upd WHERE (now = 'PENDING') <> (was = 'PENDING')
-			ON CONFLICT (store_id) DO UPDATE SET pending = store_queues.pending + excluded.pending`,
-			o.ID, version, to, o.UpdatedAt, at, platformID, platformNumber)
-		if p := d.Push; p != nil {
+		at := it.ev.OccurredAt
+		switch it.ev.Type {
+		case schemas.TypeOrderCreated:
+			if r != nil || it.data.Created == nil {
+				continue
+			}
+			// The order enters its store's queue last: its place is the
+			// queue's length with it, and the store's count grows by one.
+			pending[o.StoreID]++
+			place := pending[o.StoreID]
+			moved[o.StoreID] = true
+			rows[o.ID] = &row{changed: true, id: o.ID, store: o.StoreID, status: schemas.StatusPending, version: it.version,
+				entry: &place, queued: o.CreatedAt, updated: o.UpdatedAt, created: it}
+		case schemas.TypeOrderStatusUpdated, schemas.TypeOrderCancelled:
+			if r == nil {
+				continue
+			}
+			to := schemas.StatusCancelled
+			if o.ClientStatus != nil {
+				to = *o.ClientStatus
+			}
+			was := r.status
+			r.status, r.updated, r.version, r.changed = to, o.UpdatedAt, it.version, true
+			if to == schemas.StatusPending {
+				r.queued = at
+			}
+			// Entering or leaving PENDING moves the store's queue count with
+			// it; an order entering takes the last place.
+			switch {
+			case to == schemas.StatusPending && was != schemas.StatusPending:
+				pending[r.store]++
+				place := pending[r.store]
+				r.entry = &place
+				moved[r.store] = true
+			case to != schemas.StatusPending && was == schemas.StatusPending:
+				pending[r.store]--
+				moved[r.store] = true
+			}
+			p := it.data.Push
+			if p == nil {
+				continue
+			}
+			k := attemptKey{o.ID, p.Attempt}
 			switch to {
 			case schemas.StatusProcessing:
-				b.Queue(`INSERT INTO order_push_attempts (order_id, attempt, started_at) SELECT $1, $2, $3
-					WHERE EXISTS (SELECT 1 FROM orders WHERE order_id = $1) ON CONFLICT DO NOTHING`, o.ID, p.Attempt, at)
+				if _, ok := starts[k]; !ok {
+					starts[k] = at
+					startOrder = append(startOrder, k)
+				}
 			case schemas.StatusSuccess, schemas.StatusFailed:
 				outcome := "success"
 				if to == schemas.StatusFailed {
 					outcome = "failed"
+				} else {
+					r.platformID, r.platformNumber = nonEmpty(p.PlatformOrderID), nonEmpty(p.PlatformOrderNumber)
 				}
-				b.Queue(`UPDATE order_push_attempts SET finished_at = $3, outcome = $4, error = NULLIF($5, '')
-					WHERE order_id = $1 AND attempt = $2`, o.ID, p.Attempt, at, outcome, p.Error)
+				if _, ok := finishes[k]; !ok {
+					finishOrder = append(finishOrder, k)
+				}
+				finishes[k] = finish{at: at, outcome: outcome, err: p.Error}
+			}
+		case schemas.TypeTrackingCreated, schemas.TypeTrackingUpdated:
+			if r == nil {
+				continue
+			}
+			r.tracking, r.shipment, r.trackingSet = it.data.Tracking, o.ShipmentStatus, true
+			r.updated, r.version, r.changed = o.UpdatedAt, it.version, true
+		}
+	}
+
+	write := &pgx.Batch{}
+	var news, olds []*row
+	for _, id := range ids {
+		if r := rows[id]; r != nil && r.changed {
+			if r.existed {
+				olds = append(olds, r)
+			} else {
+				news = append(news, r)
 			}
 		}
-	case schemas.TypeTrackingCreated, schemas.TypeTrackingUpdated:
-		b.Queue(`UPDATE orders SET tracking = $3, shipment_status = $4, updated_at = $5, version = $2
-			WHERE order_id = $1 AND version < $2`, o.ID, version, d.Tracking, o.ShipmentStatus, o.UpdatedAt)
 	}
+	if err := queueInserts(write, news); err != nil {
+		return err
+	}
+	if err := queueUpdates(write, olds); err != nil {
+		return err
+	}
+	queueAttempts(write, startOrder, starts, finishOrder, finishes)
+	queueCounts(write, moved, pending)
+	announce(write, append(news, olds...))
+	if err := tx.SendBatch(ctx, write).Close(); err != nil {
+		return fmt.Errorf("apply order events: %w", err)
+	}
+	return nil
+}
+
+func queueInserts(b *pgx.Batch, rs []*row) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	n := len(rs)
+	ids, accounts, stores, keys := make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
+	refs, statuses, via, shipping := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	dup := make([]bool, n)
+	addons, pricing, customer, address, lines := make([]string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	label, trackNo, note, tags := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	queued, created, updated := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+	versions := make([]int32, n)
+	entries := make([]*int64, n)
+	platformID, platformNumber, tracking, shipment := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	for i, r := range rs {
+		o, c := r.created.data.Order, r.created.data.Created
+		ids[i], accounts[i], stores[i], keys[i] = o.ID, o.AccountID, o.StoreID, c.IdempotencyKey
+		refs[i], statuses[i], via[i], shipping[i], dup[i] = o.ReferenceID, r.status, c.CreatedVia, c.ShippingService, c.Duplicate
+		a, err := json.Marshal(nonNil(c.AddonService))
+		if err != nil {
+			return err
+		}
+		addons[i] = string(a)
+		pricing[i], customer[i], address[i], lines[i] = jsonText(c.Pricing), jsonText(c.Customer), jsonText(c.ShippingAddress), jsonText(c.Lines)
+		label[i], trackNo[i], note[i], tags[i] = nonEmpty(c.LabelLink), nonEmpty(c.TrackingNumber), nonEmpty(c.Note), nonEmpty(c.Tags)
+		queued[i], created[i], updated[i] = r.queued, o.CreatedAt, r.updated
+		versions[i], entries[i] = int32(r.version), r.entry
+		platformID[i], platformNumber[i], shipment[i] = r.platformID, r.platformNumber, r.shipment
+		if tracking[i], err = trackingText(r); err != nil {
+			return err
+		}
+	}
+	b.Queue(`INSERT INTO orders (order_id, account_id, store_id, reference_id, status, duplicate, addon_service, pricing,
+			created_via, customer, shipping_address, label_link, tracking_number, shipping_service, note, tags, line_items,
+			idempotency_key, queued_at, created_at, updated_at, version, entry_position, platform_order_id,
+			platform_order_number, tracking, shipment_status)
+		SELECT id, account, store, ref, status, dup, ARRAY(SELECT json_array_elements_text(addons::json)), pricing::json,
+			via, customer::json, address::json, label, track_no, shipping, note, tags, lines::json,
+			key, queued, created, updated, version, entry, platform_id, platform_number, tracking::jsonb, shipment
+		FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::text[],
+			$9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
+			$18::uuid[], $19::timestamptz[], $20::timestamptz[], $21::timestamptz[], $22::int[], $23::bigint[], $24::text[],
+			$25::text[], $26::text[], $27::text[])
+			AS o(id, account, store, ref, status, dup, addons, pricing, via, customer, address, label, track_no, shipping,
+			note, tags, lines, key, queued, created, updated, version, entry, platform_id, platform_number, tracking, shipment)
+		ON CONFLICT (order_id) DO NOTHING`,
+		ids, accounts, stores, refs, statuses, dup, addons, pricing, via, customer, address, label, trackNo, shipping,
+		note, tags, lines, keys, queued, created, updated, versions, entries, platformID, platformNumber, tracking, shipment)
+	return nil
+}
+
+func queueUpdates(b *pgx.Batch, rs []*row) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	n := len(rs)
+	ids := make([]uuid.UUID, n)
+	statuses := make([]string, n)
+	versions := make([]int32, n)
+	entries := make([]*int64, n)
+	queued, updated := make([]time.Time, n), make([]time.Time, n)
+	platformID, platformNumber, tracking, shipment := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	trackingSet := make([]bool, n)
+	for i, r := range rs {
+		ids[i], statuses[i], versions[i], entries[i] = r.id, r.status, int32(r.version), r.entry
+		queued[i], updated[i] = r.queued, r.updated
+		platformID[i], platformNumber[i], shipment[i], trackingSet[i] = r.platformID, r.platformNumber, r.shipment, r.trackingSet
+		var err error
+		if tracking[i], err = trackingText(r); err != nil {
+			return err
+		}
+	}
+	b.Queue(`UPDATE orders o SET status = u.status, version = u.version, entry_position = u.entry, queued_at = u.queued,
+			updated_at = u.updated,
+			platform_order_id = COALESCE(u.platform_id, o.platform_order_id),
+			platform_order_number = COALESCE(u.platform_number, o.platform_order_number),
+			tracking = CASE WHEN u.tracking_set THEN u.tracking::jsonb ELSE o.tracking END,
+			shipment_status = CASE WHEN u.tracking_set THEN u.shipment ELSE o.shipment_status END
+		FROM unnest($1::uuid[], $2::text[], $3::int[], $4::bigint[], $5::timestamptz[], $6::timestamptz[], $7::text[],
+			$8::text[], $9::text[], $10::text[], $11::bool[])
+			AS u(id, status, version, entry, queued, updated, platform_id, platform_number, tracking, shipment, tracking_set)
+		WHERE o.order_id = u.id AND o.version < u.version`,
+		ids, statuses, versions, entries, queued, updated, platformID, platformNumber, tracking, shipment, trackingSet)
+	return nil
+}
+
+func queueAttempts(b *pgx.Batch, startOrder []attemptKey, starts map[attemptKey]time.Time, finishOrder []attemptKey, finishes map[attemptKey]finish) {
+	if len(startOrder) > 0 {
+		ids, attempts, at := make([]uuid.UUID, len(startOrder)), make([]int32, len(startOrder)), make([]time.Time, len(startOrder))
+		for i, k := range startOrder {
+			ids[i], attempts[i], at[i] = k.order, int32(k.attempt), starts[k]
+		}
+		b.Queue(`INSERT INTO order_push_attempts (order_id, attempt, started_at)
+			SELECT a.id, a.attempt, a.at FROM unnest($1::uuid[], $2::int[], $3::timestamptz[]) AS a(id, attempt, at)
+			WHERE EXISTS (SELECT 1 FROM orders WHERE order_id = a.id) ON CONFLICT DO NOTHING`, ids, attempts, at)
+	}
+	if len(finishOrder) > 0 {
+		n := len(finishOrder)
+		ids, attempts, at := make([]uuid.UUID, n), make([]int32, n), make([]time.Time, n)
+		outcomes, errs := make([]string, n), make([]string, n)
+		for i, k := range finishOrder {
+			f := finishes[k]
+			ids[i], attempts[i], at[i], outcomes[i], errs[i] = k.order, int32(k.attempt), f.at, f.outcome, f.err
+		}
+		b.Queue(`UPDATE order_push_attempts p SET finished_at = f.at, outcome = f.outcome, error = NULLIF(f.err, '')
+			FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::text[], $5::text[]) AS f(id, attempt, at, outcome, err)
+			WHERE p.order_id = f.id AND p.attempt = f.attempt`, ids, attempts, at, outcomes, errs)
+	}
+}
+
+func queueCounts(b *pgx.Batch, moved map[uuid.UUID]bool, pending map[uuid.UUID]int64) {
+	if len(moved) == 0 {
+		return
+	}
+	stores := make([]uuid.UUID, 0, len(moved))
+	counts := make([]int64, 0, len(moved))
+	for s := range moved {
+		stores = append(stores, s)
+		counts = append(counts, pending[s])
+	}
+	b.Queue(`UPDATE store_queues q SET pending = c.pending FROM unnest($1::uuid[], $2::bigint[]) AS c(id, pending)
+		WHERE q.store_id = c.id`, stores, counts)
+}
+
+// Projected is what the projector announces of an order it changed: its
+// version, the place it took when it last entered its store's queue, and
+// its creation time when it is new. A request that created the order
+// answers from it without reading the row back.
+type Projected struct {
+	Version int        `json:"v"`
+	Entry   *int64     `json:"p,omitempty"` // the place it took when it last entered the queue
+	Created *time.Time `json:"c,omitempty"` // its created_at, when this batch created it
+}
+
+// ParseProjected reads an announcement's value.
+func ParseProjected(v string) (Projected, bool) {
+	var p Projected
+	if err := json.Unmarshal([]byte(v), &p); err != nil || p.Version <= 0 {
+		return Projected{}, false
+	}
+	return p, true
+}
+
+// announce queues the announcement of the orders rs (on commit).
+func announce(b *pgx.Batch, rs []*row) {
+	if len(rs) == 0 {
+		return
+	}
+	ids, values := make([]string, len(rs)), make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.id.String()
+		p := Projected{Version: r.version, Entry: r.entry}
+		if r.created != nil {
+			at := r.created.data.Order.CreatedAt
+			p.Created = &at
+		}
+		v, _ := json.Marshal(p)
+		values[i] = string(v)
+	}
+	b.Queue(`SELECT pg_notify($1, id || ' ' || v) FROM unnest($2::text[], $3::text[]) AS a(id, v)`, NotifyProjected, ids, values)
+}
+
+func trackingText(r *row) (*string, error) {
+	if !r.trackingSet || r.tracking == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(r.tracking)
+	if err != nil {
+		return nil, err
+	}
+	s := string(raw)
+	return &s, nil
+}
+
+func jsonText(raw json.RawMessage) *string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	s := string(raw)
+	return &s
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func nonNil(s []string) []string {
@@ -167,11 +449,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-func jsonOrNull(raw json.RawMessage) any {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	return string(raw)
 }
