@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"testing"
@@ -55,12 +56,20 @@ func claim(t *testing.T, pool *pgxpool.Pool, n int, lease time.Duration) []Job {
 	return got
 }
 
+// ids are the jobs' ids, sorted: a claim picks the oldest due, in no
+// particular order among them.
 func ids(js []Job) []uuid.UUID {
 	out := make([]uuid.UUID, len(js))
 	for i, j := range js {
 		out[i] = j.ID
 	}
+	slices.SortFunc(out, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	return out
+}
+
+func sorted(in ...uuid.UUID) []uuid.UUID {
+	slices.SortFunc(in, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return in
 }
 
 // TestClaimLeasesDueJobsOldestFirst: a claim takes due jobs in due order,
@@ -81,8 +90,8 @@ func TestClaimLeasesDueJobsOldestFirst(t *testing.T) {
 	other.Put(Job{ID: uuid.New(), Step: "s", DueAt: now.Add(-time.Hour)})
 	write(t, pool, other)
 
-	if got := ids(claim(t, pool, 2, time.Minute)); !slices.Equal(got, []uuid.UUID{a, b}) {
-		t.Fatalf("first claim took %v, want the two oldest %v", got, []uuid.UUID{a, b})
+	if got := ids(claim(t, pool, 2, time.Minute)); !slices.Equal(got, sorted(a, b)) {
+		t.Fatalf("first claim took %v, want the two oldest %v", got, sorted(a, b))
 	}
 	got := claim(t, pool, 10, 300*time.Millisecond)
 	if !slices.Equal(ids(got), []uuid.UUID{c}) {

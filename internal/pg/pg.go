@@ -43,6 +43,16 @@ func NewPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, er
 		cfg.MaxConns = maxConns
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
+	// Statements are prepared once per connection, and after five runs
+	// Postgres may keep a generic plan for good. One made while a table
+	// was empty (a fresh database) scans it sequentially forever after,
+	// however large it grows: order_decisions was read by thousands of
+	// sequential scans in a 20 s benchmark that way. Planning each run
+	// with its own parameters costs little next to that, and a batch
+	// statement is planned once per batch.
+	if _, ok := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
 	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		registerUUID(c.TypeMap())
 		return nil
