@@ -140,12 +140,12 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]
 			o.state = Evolve(o.state, ev)
 			o.version++
 			o.dirty = true
-			rec, data, err := d.eventRecord(ev, o.version)
+			rec, err := d.eventRecord(ev, c.OrderID, o.version)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, rec)
-			if err := pushEffect(pushJobs, o.state, ev, data, d.RetryDelays); err != nil {
+			if err := pushEffect(pushJobs, o.state, ev, c.Details, d.RetryDelays); err != nil {
 				return nil, err
 			}
 		}
@@ -165,26 +165,22 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]
 	return out, nil
 }
 
-// eventRecord is ev's pod.order.events record, keyed by order id, with
-// its type and the order's version after it in headers; data is ev's data.
-func (d *Decider) eventRecord(ev schemas.Event, version int) (*kgo.Record, *schemas.OrderEventData, error) {
-	var data schemas.OrderEventData
-	if err := ev.Decode(&data); err != nil {
-		return nil, nil, err
-	}
+// eventRecord is ev's pod.order.events record, keyed by its order's id,
+// with its type and the order's version after it in headers.
+func (d *Decider) eventRecord(ev schemas.Event, orderID uuid.UUID, version int) (*kgo.Record, error) {
 	value, err := json.Marshal(ev)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	return &kgo.Record{
 		Topic: d.Naming.Topic(schemas.TopicOrderEvents),
-		Key:   []byte(data.Order.ID.String()),
+		Key:   []byte(orderID.String()),
 		Value: value,
 		Headers: []kgo.RecordHeader{
 			{Key: schemas.HeaderEventType, Value: []byte(ev.Type)},
 			{Key: schemas.HeaderOrderVersion, Value: []byte(strconv.Itoa(version))},
 		},
-	}, &data, nil
+	}, nil
 }
 
 // loadStates reads and locks the state of the orders ids.

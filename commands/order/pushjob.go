@@ -51,15 +51,16 @@ func JobCommandID(orderID uuid.UUID, kind string, attempt int) uuid.UUID {
 }
 
 // pushEffect is what an accepted event does to the order's push job, given
-// the state after it: s.Status tells the step. retryDelays are the waits
-// before the automatic retries.
-func pushEffect(w *jobs.Writes, s State, ev schemas.Event, d *schemas.OrderEventData, retryDelays []time.Duration) error {
+// the state after it: s.Status tells the step. created are the details of
+// the create command (for order.created); retryDelays are the waits before
+// the automatic retries.
+func pushEffect(w *jobs.Writes, s State, ev schemas.Event, created *schemas.OrderDetails, retryDelays []time.Duration) error {
 	id := s.Order.ID
 	switch s.Status {
 	case schemas.StatusPending:
 		j := jobs.Job{ID: id, Step: StepStart, Attempt: s.PushAttempts + 1, DueAt: ev.OccurredAt}
-		if ev.Type == schemas.TypeOrderCreated && d.Created != nil {
-			c := d.Created
+		if ev.Type == schemas.TypeOrderCreated && created != nil {
+			c := created
 			payload, err := json.Marshal(PushJob{StoreID: s.Order.StoreID, IdempotencyKey: c.IdempotencyKey, Order: PlatformOrder{
 				OrderID: id, ReferenceID: s.Order.ReferenceID, Customer: c.Customer, ShippingAddress: c.ShippingAddress,
 				LabelLink: c.LabelLink, TrackingNumber: c.TrackingNumber, ShippingService: c.ShippingService,
