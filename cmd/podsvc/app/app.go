@@ -288,7 +288,7 @@ func (a *App) goRun(f func()) {
 	}()
 }
 
-// startPusher starts the push process manager, and in development the
+// startPusher starts the push worker (order push jobs), and in development the
 // built-in store platform simulator when no POD_PLATFORM_URL is set.
 func (a *App) startPusher(ctx context.Context) error {
 	base := a.Config.PlatformURL
