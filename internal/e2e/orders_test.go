@@ -478,6 +478,21 @@ func checkStoreQueues(t *testing.T, d demoEnv) {
 		if bad > 0 {
 			return fmt.Errorf("%d stores whose queue count differs from their PENDING orders", bad)
 		}
+		// Every PENDING order's place, as GETs read it (sequence, frontier,
+		// out-of-turn departures), is its rank among its store's PENDING
+		// orders in entry order.
+		err = d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM (
+			SELECT o.queue_seq - q.frontier - (SELECT count(*) FROM queue_departures x
+				WHERE x.store_id = o.store_id AND x.seq < o.queue_seq) AS place,
+				row_number() OVER (PARTITION BY o.store_id ORDER BY o.queue_seq) AS rank
+			FROM orders o JOIN store_queues q USING (store_id) WHERE o.status = 'PENDING') p
+			WHERE place <> rank`).Scan(&bad)
+		if err != nil {
+			return err
+		}
+		if bad > 0 {
+			return fmt.Errorf("%d PENDING orders whose queue place is not their rank", bad)
+		}
 		return nil
 	})
 }

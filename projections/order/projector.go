@@ -28,7 +28,7 @@ const NotifyProjected = "order_projected"
 
 // Tables are the read model tables this projector owns (podctl replay
 // empties them), children first.
-var Tables = []string{"order_push_attempts", "orders", "store_queues"}
+var Tables = []string{"order_push_attempts", "orders", "store_queues", "queue_departures"}
 
 // Projector returns the consumer that builds the order read model. Every
 // event applies only over an older version of its order (record header),
@@ -79,6 +79,7 @@ type row struct {
 	status  string
 	version int
 	entry   *int64 // place taken when it last entered its store's queue
+	seq     *int64 // the store's sequence number of that entry
 	queued  time.Time
 	updated time.Time
 	// set by the batch; nil keeps the stored value
@@ -87,6 +88,38 @@ type row struct {
 	shipment                   *string
 	trackingSet                bool
 	created                    *item // the order.created event of a new row
+}
+
+// queue is a store's queue as the batch moves it: its PENDING count, the
+// sequence number of its last entry, its frontier (every entry up to it
+// has left) and the entries beyond the frontier that left out of turn.
+type queue struct {
+	pending, next, frontier int64
+	departed, stored        map[int64]bool // now, and as read
+}
+
+func (q *queue) enter() (seq, place int64) {
+	q.next++
+	q.pending++
+	return q.next, q.pending
+}
+
+// leave takes the entry seq out of the queue: the frontier moves past it
+// and past every out-of-turn departure it now reaches.
+func (q *queue) leave(seq *int64) {
+	q.pending--
+	if seq == nil || *seq <= q.frontier {
+		return
+	}
+	if *seq != q.frontier+1 {
+		q.departed[*seq] = true
+		return
+	}
+	q.frontier++
+	for q.departed[q.frontier+1] {
+		delete(q.departed, q.frontier+1)
+		q.frontier++
+	}
 }
 
 type attemptKey struct {
@@ -120,23 +153,42 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 	// The stores are locked first, in one sorted statement: replicas working
 	// other partitions then wait for each other instead of deadlocking.
 	slices.SortFunc(stores, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	pending := make(map[uuid.UUID]int64, len(stores))
+	queues := make(map[uuid.UUID]*queue, len(stores))
+	for _, id := range stores {
+		queues[id] = &queue{departed: map[int64]bool{}, stored: map[int64]bool{}}
+	}
 	rows := make(map[uuid.UUID]*row, len(ids))
 	read := &pgx.Batch{}
 	read.Queue(`WITH ins AS (INSERT INTO store_queues (store_id, pending) SELECT s, 0 FROM unnest($1::uuid[]) AS s
 		ORDER BY s ON CONFLICT (store_id) DO NOTHING)
-		SELECT store_id, pending FROM store_queues WHERE store_id = ANY($1) ORDER BY store_id FOR UPDATE`, stores).
+		SELECT store_id, pending, next_seq, frontier FROM store_queues WHERE store_id = ANY($1) ORDER BY store_id FOR UPDATE`, stores).
 		Query(func(rs pgx.Rows) error {
 			var id uuid.UUID
-			var n int64
-			_, err := pgx.ForEachRow(rs, []any{&id, &n}, func() error { pending[id] = n; return nil })
+			var pending, next, frontier int64
+			_, err := pgx.ForEachRow(rs, []any{&id, &pending, &next, &frontier}, func() error {
+				q := queues[id]
+				q.pending, q.next, q.frontier = pending, next, frontier
+				return nil
+			})
 			return err
 		})
-	read.Queue(`SELECT order_id, store_id, status, version, entry_position, queued_at, updated_at FROM orders
+	read.Queue(`SELECT store_id, seq FROM queue_departures WHERE store_id = ANY($1)`, stores).
+		Query(func(rs pgx.Rows) error {
+			var id uuid.UUID
+			var seq int64
+			_, err := pgx.ForEachRow(rs, []any{&id, &seq}, func() error {
+				if q := queues[id]; q != nil {
+					q.departed[seq], q.stored[seq] = true, true
+				}
+				return nil
+			})
+			return err
+		})
+	read.Queue(`SELECT order_id, store_id, status, version, entry_position, queue_seq, queued_at, updated_at FROM orders
 		WHERE order_id = ANY($1) FOR UPDATE`, ids).
 		Query(func(rs pgx.Rows) error {
 			var r row
-			_, err := pgx.ForEachRow(rs, []any{&r.id, &r.store, &r.status, &r.version, &r.entry, &r.queued, &r.updated}, func() error {
+			_, err := pgx.ForEachRow(rs, []any{&r.id, &r.store, &r.status, &r.version, &r.entry, &r.seq, &r.queued, &r.updated}, func() error {
 				c := r
 				c.existed = true
 				rows[c.id] = &c
@@ -167,11 +219,14 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 			}
 			// The order enters its store's queue last: its place is the
 			// queue's length with it, and the store's count grows by one.
-			pending[o.StoreID]++
-			place := pending[o.StoreID]
+			q := queues[o.StoreID]
+			if q == nil {
+				continue // an event without a store: nothing to queue it in
+			}
+			seq, place := q.enter()
 			moved[o.StoreID] = true
 			rows[o.ID] = &row{changed: true, id: o.ID, store: o.StoreID, status: schemas.StatusPending, version: it.version,
-				entry: &place, queued: o.CreatedAt, updated: o.UpdatedAt, created: it}
+				entry: &place, seq: &seq, queued: o.CreatedAt, updated: o.UpdatedAt, created: it}
 		case schemas.TypeOrderStatusUpdated, schemas.TypeOrderCancelled:
 			if r == nil {
 				continue
@@ -187,14 +242,15 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 			}
 			// Entering or leaving PENDING moves the store's queue count with
 			// it; an order entering takes the last place.
+			q := queues[r.store]
 			switch {
+			case q == nil:
 			case to == schemas.StatusPending && was != schemas.StatusPending:
-				pending[r.store]++
-				place := pending[r.store]
-				r.entry = &place
+				seq, place := q.enter()
+				r.entry, r.seq = &place, &seq
 				moved[r.store] = true
 			case to != schemas.StatusPending && was == schemas.StatusPending:
-				pending[r.store]--
+				q.leave(r.seq)
 				moved[r.store] = true
 			}
 			p := it.data.Push
@@ -247,7 +303,7 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 		return err
 	}
 	queueAttempts(write, startOrder, starts, finishOrder, finishes)
-	queueCounts(write, moved, pending)
+	queueQueues(write, moved, queues)
 	announce(write, append(news, olds...))
 	if err := tx.SendBatch(ctx, write).Close(); err != nil {
 		return fmt.Errorf("apply order events: %w", err)
@@ -267,10 +323,11 @@ func queueInserts(b *pgx.Batch, rs []*row) error {
 	label, trackNo, note, tags := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	queued, created, updated := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 	versions := make([]int32, n)
-	entries := make([]*int64, n)
+	entries, seqs := make([]*int64, n), make([]*int64, n)
 	platformID, platformNumber, tracking, shipment := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	for i, r := range rs {
 		o, c := r.created.data.Order, r.created.data.Created
+		seqs[i] = r.seq
 		ids[i], accounts[i], stores[i], keys[i] = o.ID, o.AccountID, o.StoreID, c.IdempotencyKey
 		refs[i], statuses[i], via[i], shipping[i], dup[i] = o.ReferenceID, r.status, c.CreatedVia, c.ShippingService, c.Duplicate
 		a, err := json.Marshal(nonNil(c.AddonService))
@@ -290,19 +347,19 @@ func queueInserts(b *pgx.Batch, rs []*row) error {
 	b.Queue(`INSERT INTO orders (order_id, account_id, store_id, reference_id, status, duplicate, addon_service, pricing,
 			created_via, customer, shipping_address, label_link, tracking_number, shipping_service, note, tags, line_items,
 			idempotency_key, queued_at, created_at, updated_at, version, entry_position, platform_order_id,
-			platform_order_number, tracking, shipment_status)
+			platform_order_number, tracking, shipment_status, queue_seq)
 		SELECT id, account, store, ref, status, dup, ARRAY(SELECT json_array_elements_text(addons::json)), pricing::json,
 			via, customer::json, address::json, label, track_no, shipping, note, tags, lines::json,
-			key, queued, created, updated, version, entry, platform_id, platform_number, tracking::jsonb, shipment
+			key, queued, created, updated, version, entry, platform_id, platform_number, tracking::jsonb, shipment, seq
 		FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::text[],
 			$9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
 			$18::uuid[], $19::timestamptz[], $20::timestamptz[], $21::timestamptz[], $22::int[], $23::bigint[], $24::text[],
-			$25::text[], $26::text[], $27::text[])
+			$25::text[], $26::text[], $27::text[], $28::bigint[])
 			AS o(id, account, store, ref, status, dup, addons, pricing, via, customer, address, label, track_no, shipping,
-			note, tags, lines, key, queued, created, updated, version, entry, platform_id, platform_number, tracking, shipment)
+			note, tags, lines, key, queued, created, updated, version, entry, platform_id, platform_number, tracking, shipment, seq)
 		ON CONFLICT (order_id) DO NOTHING`,
 		ids, accounts, stores, refs, statuses, dup, addons, pricing, via, customer, address, label, trackNo, shipping,
-		note, tags, lines, keys, queued, created, updated, versions, entries, platformID, platformNumber, tracking, shipment)
+		note, tags, lines, keys, queued, created, updated, versions, entries, platformID, platformNumber, tracking, shipment, seqs)
 	return nil
 }
 
@@ -314,12 +371,12 @@ func queueUpdates(b *pgx.Batch, rs []*row) error {
 	ids := make([]uuid.UUID, n)
 	statuses := make([]string, n)
 	versions := make([]int32, n)
-	entries := make([]*int64, n)
+	entries, seqs := make([]*int64, n), make([]*int64, n)
 	queued, updated := make([]time.Time, n), make([]time.Time, n)
 	platformID, platformNumber, tracking, shipment := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	trackingSet := make([]bool, n)
 	for i, r := range rs {
-		ids[i], statuses[i], versions[i], entries[i] = r.id, r.status, int32(r.version), r.entry
+		ids[i], statuses[i], versions[i], entries[i], seqs[i] = r.id, r.status, int32(r.version), r.entry, r.seq
 		queued[i], updated[i] = r.queued, r.updated
 		platformID[i], platformNumber[i], shipment[i], trackingSet[i] = r.platformID, r.platformNumber, r.shipment, r.trackingSet
 		var err error
@@ -327,17 +384,17 @@ func queueUpdates(b *pgx.Batch, rs []*row) error {
 			return err
 		}
 	}
-	b.Queue(`UPDATE orders o SET status = u.status, version = u.version, entry_position = u.entry, queued_at = u.queued,
-			updated_at = u.updated,
+	b.Queue(`UPDATE orders o SET status = u.status, version = u.version, entry_position = u.entry, queue_seq = u.seq,
+			queued_at = u.queued, updated_at = u.updated,
 			platform_order_id = COALESCE(u.platform_id, o.platform_order_id),
 			platform_order_number = COALESCE(u.platform_number, o.platform_order_number),
 			tracking = CASE WHEN u.tracking_set THEN u.tracking::jsonb ELSE o.tracking END,
 			shipment_status = CASE WHEN u.tracking_set THEN u.shipment ELSE o.shipment_status END
 		FROM unnest($1::uuid[], $2::text[], $3::int[], $4::bigint[], $5::timestamptz[], $6::timestamptz[], $7::text[],
-			$8::text[], $9::text[], $10::text[], $11::bool[])
-			AS u(id, status, version, entry, queued, updated, platform_id, platform_number, tracking, shipment, tracking_set)
+			$8::text[], $9::text[], $10::text[], $11::bool[], $12::bigint[])
+			AS u(id, status, version, entry, queued, updated, platform_id, platform_number, tracking, shipment, tracking_set, seq)
 		WHERE o.order_id = u.id AND o.version < u.version`,
-		ids, statuses, versions, entries, queued, updated, platformID, platformNumber, tracking, shipment, trackingSet)
+		ids, statuses, versions, entries, queued, updated, platformID, platformNumber, tracking, shipment, trackingSet, seqs)
 	return nil
 }
 
@@ -365,18 +422,41 @@ func queueAttempts(b *pgx.Batch, startOrder []attemptKey, starts map[attemptKey]
 	}
 }
 
-func queueCounts(b *pgx.Batch, moved map[uuid.UUID]bool, pending map[uuid.UUID]int64) {
+// queueQueues writes the moved stores' queues: counts, sequence and
+// frontier in one statement, out-of-turn departures added and dropped in
+// one each.
+func queueQueues(b *pgx.Batch, moved map[uuid.UUID]bool, queues map[uuid.UUID]*queue) {
 	if len(moved) == 0 {
 		return
 	}
-	stores := make([]uuid.UUID, 0, len(moved))
-	counts := make([]int64, 0, len(moved))
-	for s := range moved {
-		stores = append(stores, s)
-		counts = append(counts, pending[s])
+	var stores, addStores, dropStores []uuid.UUID
+	var pending, next, frontier, addSeqs, dropSeqs []int64
+	for id := range moved {
+		q := queues[id]
+		stores = append(stores, id)
+		pending, next, frontier = append(pending, q.pending), append(next, q.next), append(frontier, q.frontier)
+		for seq := range q.departed {
+			if !q.stored[seq] {
+				addStores, addSeqs = append(addStores, id), append(addSeqs, seq)
+			}
+		}
+		for seq := range q.stored {
+			if !q.departed[seq] {
+				dropStores, dropSeqs = append(dropStores, id), append(dropSeqs, seq)
+			}
+		}
 	}
-	b.Queue(`UPDATE store_queues q SET pending = c.pending FROM unnest($1::uuid[], $2::bigint[]) AS c(id, pending)
-		WHERE q.store_id = c.id`, stores, counts)
+	b.Queue(`UPDATE store_queues q SET pending = c.pending, next_seq = c.next, frontier = c.frontier
+		FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[]) AS c(id, pending, next, frontier)
+		WHERE q.store_id = c.id`, stores, pending, next, frontier)
+	if len(addSeqs) > 0 {
+		b.Queue(`INSERT INTO queue_departures (store_id, seq) SELECT * FROM unnest($1::uuid[], $2::bigint[])
+			ON CONFLICT DO NOTHING`, addStores, addSeqs)
+	}
+	if len(dropSeqs) > 0 {
+		b.Queue(`DELETE FROM queue_departures d USING unnest($1::uuid[], $2::bigint[]) AS x(store_id, seq)
+			WHERE d.store_id = x.store_id AND d.seq = x.seq`, dropStores, dropSeqs)
+	}
 }
 
 // Projected is what the projector announces of an order it changed: its

@@ -114,11 +114,13 @@ const orderColumns = `order_id, reference_id, store_id, status, duplicate, addon
 	updated_at, created_via, queued_at`
 
 // queuePosition is, as a column of orders o, the 1-based place of a
-// PENDING order among its store's PENDING orders (oldest in the queue
-// first), NULL for any other status.
+// PENDING order in its store's queue (NULL otherwise): its entry's
+// sequence number, less the store's frontier (entries up to it have all
+// left), less the entries beyond the frontier that left out of turn before
+// it. A few rows read, however long the queue (see migration 008).
 const queuePosition = `CASE WHEN o.status = 'PENDING' THEN
-	(SELECT count(*) FROM orders p WHERE p.store_id = o.store_id AND p.status = 'PENDING'
-	AND (p.queued_at, p.order_id) <= (o.queued_at, o.order_id)) END`
+	o.queue_seq - (SELECT frontier FROM store_queues q WHERE q.store_id = o.store_id)
+	- (SELECT count(*) FROM queue_departures d WHERE d.store_id = o.store_id AND d.seq < o.queue_seq) END`
 
 func scanOrder(row pgx.Row, o *Order, extra ...any) error {
 	return row.Scan(append([]any{&o.OrderID, &o.ReferenceID, &o.StoreID, &o.Status, &o.Duplicate, &o.AddonService,
