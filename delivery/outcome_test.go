@@ -97,3 +97,24 @@ func TestOutcome(t *testing.T) {
 		})
 	}
 }
+
+func TestEndpointLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		latency time.Duration
+		want    int
+	}{
+		{"an endpoint not yet heard from keeps to the base", 0, 8},
+		{"a fast endpoint may have eight times as many in flight", 10 * time.Millisecond, 64},
+		{"one just under the fast bound is fast", FastAnswer - time.Millisecond, 64},
+		{"a slow endpoint keeps to the base", FastAnswer, 8},
+		{"a timing-out endpoint keeps to the base", 10 * time.Second, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &endpoint{latency: tc.latency}
+			if got := e.limit(8); got != tc.want {
+				t.Fatalf("limit %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

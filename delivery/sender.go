@@ -31,6 +31,14 @@ const (
 	SlowDrain            = 10 * time.Second
 )
 
+// FastAnswer and FastFactor: an endpoint whose attempts take less than
+// FastAnswer on average may have FastFactor times PerEndpoint requests in
+// flight.
+const (
+	FastAnswer = 50 * time.Millisecond
+	FastFactor = 8
+)
+
 // MaxAttempts is how many attempts a delivery run has.
 const MaxAttempts = 7
 
@@ -39,7 +47,8 @@ const UserAgent = "podsvc-webhooks/1.0"
 
 // Sender makes delivery attempts. Records are taken from the partitions in
 // order but worked concurrently, at most PerEndpoint at a time for one
-// webhook, so a slow or failing endpoint holds only its own tasks. A retry
+// webhook (FastFactor times that for one that answers within FastAnswer),
+// so a slow or failing endpoint holds only its own tasks. A retry
 // tier partition whose head is not yet due is paused until it is (the poll
 // loop never sleeps). Offsets are committed up to the first record not
 // finished; a record worked again after a crash is recognised by its done

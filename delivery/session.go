@@ -50,6 +50,19 @@ type endpoint struct {
 	latency time.Duration // moving average of its attempts
 }
 
+// limit is how many requests the endpoint may have in flight: perEndpoint,
+// or FastFactor times that while it answers within FastAnswer. A client
+// with one endpoint taking thousands of events a second needs more than a
+// handful in flight; an endpoint that answers slowly (or not at all, until
+// the timeout) keeps to perEndpoint, so slow ones cannot take the shared
+// slots from the others.
+func (e *endpoint) limit(perEndpoint int) int {
+	if e.latency > 0 && e.latency < FastAnswer {
+		return perEndpoint * FastFactor
+	}
+	return perEndpoint
+}
+
 // backlogged reports whether the endpoint is slow (answers in SlowAnswer
 // or more) and its waiting tasks would take longer than SlowDrain to work
 // at its pace: then more of them are deferred.
@@ -60,7 +73,7 @@ func (e *endpoint) backlogged(perEndpoint int) bool {
 // drain is how long the endpoint needs for the tasks it holds, at its own
 // answer time and concurrency.
 func (e *endpoint) drain(perEndpoint int) time.Duration {
-	return e.latency * time.Duration(len(e.queue)) / time.Duration(perEndpoint)
+	return e.latency * time.Duration(len(e.queue)) / time.Duration(e.limit(perEndpoint))
 }
 
 // DeferTier is the retry tier a deferred task goes to: the first whose
@@ -421,7 +434,7 @@ func (ss *session) dispatch(j job) {
 		return
 	}
 	e.queue = append(e.queue, j)
-	if e.running < ss.s.PerEndpoint {
+	if e.running < e.limit(ss.s.PerEndpoint) {
 		e.running++
 		ss.wg.Add(1)
 		go ss.work(j.task.WebhookID, e)
