@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/printpod/pod/cmd/podsvc/app"
@@ -15,7 +16,27 @@ import (
 	"github.com/printpod/pod/internal/logging"
 )
 
+// Garbage collection defaults, unless GOGC or GOMEMLIMIT say otherwise:
+// collect when the heap has grown by 400% rather than 100%, and more often
+// only as it nears 2 GiB. At 1,000 orders/s the collector took 11% of
+// podsvc's CPU at Go's default; the live heap is tens of megabytes, so the
+// larger growth costs memory the machine has and saves CPU it lacks.
+const (
+	defaultGCPercent   = 400
+	defaultMemoryLimit = 2 << 30
+)
+
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
+}
+
 func main() {
+	tuneGC()
 	cfg, err := config.FromEnv(nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "podsvc: configuration:\n%v\n", err)
