@@ -463,7 +463,9 @@ func TestOrderTenantIsolation(t *testing.T) {
 }
 
 // checkStoreQueues: the projector's per-store queue counts equal a count of
-// the PENDING orders (once the projection is idle).
+// the PENDING orders, every PENDING order's place is its rank, and the
+// per-status counts equal a count of the orders (once the projection is
+// idle).
 func checkStoreQueues(t *testing.T, d demoEnv) {
 	t.Helper()
 	testenv.Eventually(t, 20*time.Second, func() error {
@@ -492,6 +494,17 @@ func checkStoreQueues(t *testing.T, d demoEnv) {
 		}
 		if bad > 0 {
 			return fmt.Errorf("%d PENDING orders whose queue place is not their rank", bad)
+		}
+		// The per-status counts (pod_orders) agree with the orders.
+		err = d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM (
+			SELECT status, count(*) AS n FROM orders GROUP BY status) c
+			FULL JOIN order_status_counts s USING (status)
+			WHERE coalesce(c.n, 0) <> coalesce(s.n, 0)`).Scan(&bad)
+		if err != nil {
+			return err
+		}
+		if bad > 0 {
+			return fmt.Errorf("%d statuses whose count differs from the orders", bad)
 		}
 		return nil
 	})

@@ -16,8 +16,8 @@ import (
 // StatusCounts exports pod_orders{status}: how many orders the read model
 // holds in each status, over all accounts. Every status is reported, zero
 // included, so a dashboard never shows a gap for an empty status. The
-// counts are refreshed in the background (one GROUP BY over the status
-// index), so a scrape never queries Postgres.
+// counts are the projector's (order_status_counts, a row per status),
+// refreshed in the background, so a scrape never queries Postgres.
 type StatusCounts struct {
 	Pool *pgxpool.Pool
 	Log  *slog.Logger
@@ -52,7 +52,7 @@ func (s *StatusCounts) Collect(ch chan<- prometheus.Metric) {
 
 // Refresh counts the orders once.
 func (s *StatusCounts) Refresh(ctx context.Context) error {
-	rows, err := s.Pool.Query(ctx, `SELECT status, count(*) FROM orders GROUP BY status`)
+	rows, err := s.Pool.Query(ctx, `SELECT status, n FROM order_status_counts`)
 	if err != nil {
 		return fmt.Errorf("count orders by status: %w", err)
 	}

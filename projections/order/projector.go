@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -28,7 +29,7 @@ const NotifyProjected = "order_projected"
 
 // Tables are the read model tables this projector owns (podctl replay
 // empties them), children first.
-var Tables = []string{"order_push_attempts", "orders", "store_queues", "queue_departures"}
+var Tables = []string{"order_push_attempts", "orders", "store_queues", "queue_departures", "order_status_counts"}
 
 // Projector returns the consumer that builds the order read model. Every
 // event applies only over an older version of its order (record header),
@@ -77,6 +78,7 @@ type row struct {
 	id      uuid.UUID
 	store   uuid.UUID
 	status  string
+	was     string // its status before the batch
 	version int
 	entry   *int64 // place taken when it last entered its store's queue
 	seq     *int64 // the store's sequence number of that entry
@@ -190,7 +192,7 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 			var r row
 			_, err := pgx.ForEachRow(rs, []any{&r.id, &r.store, &r.status, &r.version, &r.entry, &r.seq, &r.queued, &r.updated}, func() error {
 				c := r
-				c.existed = true
+				c.existed, c.was = true, c.status
 				rows[c.id] = &c
 				return nil
 			})
@@ -303,6 +305,7 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 		return err
 	}
 	queueAttempts(write, startOrder, starts, finishOrder, finishes)
+	queueStatusCounts(write, news, olds)
 	queueQueues(write, moved, queues)
 	announce(write, append(news, olds...))
 	if err := tx.SendBatch(ctx, write).Close(); err != nil {
@@ -420,6 +423,34 @@ func queueAttempts(b *pgx.Batch, startOrder []attemptKey, starts map[attemptKey]
 			FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::text[], $5::text[]) AS f(id, attempt, at, outcome, err)
 			WHERE p.order_id = f.id AND p.attempt = f.attempt`, ids, attempts, at, outcomes, errs)
 	}
+}
+
+// queueStatusCounts moves the per-status order counts by the batch's new
+// and changed orders, in status order (so projectors working other
+// partitions lock the count rows in one order and never deadlock).
+func queueStatusCounts(b *pgx.Batch, news, olds []*row) {
+	delta := map[string]int64{}
+	for _, r := range news {
+		delta[r.status]++
+	}
+	for _, r := range olds {
+		if r.was != r.status {
+			delta[r.was]--
+			delta[r.status]++
+		}
+	}
+	var statuses []string
+	var ns []int64
+	for _, st := range slices.Sorted(maps.Keys(delta)) {
+		if delta[st] != 0 {
+			statuses, ns = append(statuses, st), append(ns, delta[st])
+		}
+	}
+	if len(statuses) == 0 {
+		return
+	}
+	b.Queue(`INSERT INTO order_status_counts (status, n) SELECT * FROM unnest($1::text[], $2::bigint[]) AS c(status, n)
+		ORDER BY status ON CONFLICT (status) DO UPDATE SET n = order_status_counts.n + excluded.n`, statuses, ns)
 }
 
 // queueQueues writes the moved stores' queues: counts, sequence and
