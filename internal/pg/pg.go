@@ -35,9 +35,33 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // the deciders, projectors and delivery stages, so background work never
 // queues behind a burst of requests for a connection.
 func NewPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	return newPool(ctx, url, maxConns, nil)
+}
+
+// WorkLockTimeout bounds every lock wait of the background work's
+// connections. A stage blocked on a lock (a zombie's, an operator's) fails
+// its batch after it and retries with backoff rather than waiting on: a
+// statement waiting holds its snapshot, and a snapshot held for long keeps
+// Postgres from cleaning up after every other transaction (the job queue's
+// dead index entries, HOT pruning), which slowed the whole service while one
+// stage's offsets were held locked.
+const WorkLockTimeout = 5 * time.Second
+
+// NewWorkPool is NewPool for the deciders, projectors, pusher and delivery:
+// its lock waits end after WorkLockTimeout.
+func NewWorkPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	return newPool(ctx, url, maxConns, map[string]string{"lock_timeout": fmt.Sprintf("%dms", WorkLockTimeout.Milliseconds())})
+}
+
+func newPool(ctx context.Context, url string, maxConns int32, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	for k, v := range params {
+		if _, ok := cfg.ConnConfig.RuntimeParams[k]; !ok {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
 	}
 	if cfg.MaxConns < maxConns {
 		cfg.MaxConns = maxConns

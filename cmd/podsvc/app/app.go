@@ -105,7 +105,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	if a.Pool, err = pg.Open(ctx, cfg.DatabaseURL); err != nil {
 		return nil, err
 	}
-	if a.Work, err = pg.NewPool(ctx, cfg.DatabaseURL, 16); err != nil {
+	if a.Work, err = pg.NewWorkPool(ctx, cfg.DatabaseURL, 16); err != nil {
 		return nil, err
 	}
 	rdb.UseLogger(log)
