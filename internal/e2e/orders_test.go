@@ -468,43 +468,34 @@ func TestOrderTenantIsolation(t *testing.T) {
 // idle).
 func checkStoreQueues(t *testing.T, d demoEnv) {
 	t.Helper()
-	testenv.Eventually(t, 20*time.Second, func() error {
-		var bad int
-		err := d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM (
+	// Each check counts the rows that break it.
+	checks := []struct{ what, query string }{
+		{"stores whose queue count differs from their PENDING orders", `SELECT count(*) FROM (
 			SELECT store_id, count(*) AS n FROM orders WHERE status = 'PENDING' GROUP BY store_id) c
 			FULL JOIN store_queues q USING (store_id)
-			WHERE coalesce(c.n, 0) <> coalesce(q.pending, 0)`).Scan(&bad)
-		if err != nil {
-			return err
-		}
-		if bad > 0 {
-			return fmt.Errorf("%d stores whose queue count differs from their PENDING orders", bad)
-		}
-		// Every PENDING order's place, as GETs read it (sequence, frontier,
-		// out-of-turn departures), is its rank among its store's PENDING
-		// orders in entry order.
-		err = d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM (
+			WHERE coalesce(c.n, 0) <> coalesce(q.pending, 0)`},
+		// A place as GETs read it (sequence, frontier, out-of-turn
+		// departures) against the rank among the store's PENDING orders.
+		{"PENDING orders whose queue place is not their rank", `SELECT count(*) FROM (
 			SELECT o.queue_seq - q.frontier - (SELECT count(*) FROM queue_departures x
 				WHERE x.store_id = o.store_id AND x.seq < o.queue_seq) AS place,
 				row_number() OVER (PARTITION BY o.store_id ORDER BY o.queue_seq) AS rank
 			FROM orders o JOIN store_queues q USING (store_id) WHERE o.status = 'PENDING') p
-			WHERE place <> rank`).Scan(&bad)
-		if err != nil {
-			return err
-		}
-		if bad > 0 {
-			return fmt.Errorf("%d PENDING orders whose queue place is not their rank", bad)
-		}
-		// The per-status counts (pod_orders) agree with the orders.
-		err = d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM (
+			WHERE place <> rank`},
+		{"statuses whose count (pod_orders) differs from the orders", `SELECT count(*) FROM (
 			SELECT status, count(*) AS n FROM orders GROUP BY status) c
 			FULL JOIN order_status_counts s USING (status)
-			WHERE coalesce(c.n, 0) <> coalesce(s.n, 0)`).Scan(&bad)
-		if err != nil {
-			return err
-		}
-		if bad > 0 {
-			return fmt.Errorf("%d statuses whose count differs from the orders", bad)
+			WHERE coalesce(c.n, 0) <> coalesce(s.n, 0)`},
+	}
+	testenv.Eventually(t, 20*time.Second, func() error {
+		for _, c := range checks {
+			var bad int
+			if err := d.app.Pool.QueryRow(context.Background(), c.query).Scan(&bad); err != nil {
+				return err
+			}
+			if bad > 0 {
+				return fmt.Errorf("%d %s", bad, c.what)
+			}
 		}
 		return nil
 	})
