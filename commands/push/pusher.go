@@ -53,6 +53,8 @@ const (
 	// idlePoll is how often an idle worker looks for jobs that came due
 	// by time (automatic retries); new work is announced.
 	idlePoll = 500 * time.Millisecond
+	// produceWait bounds the produce of a claim's commands.
+	produceWait = 10 * time.Second
 )
 
 type call struct {
@@ -146,7 +148,13 @@ func (w *Worker) claim(ctx context.Context, n int) ([]call, error) {
 		recs = append(recs, rec)
 	}
 	if len(recs) > 0 {
-		if err := w.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		// The claim's transaction holds its job rows (which the decider
+		// writes next) while the commands go out: bounded, so Kafka being
+		// away does not hold them, and a snapshot, for longer.
+		pctx, cancel := context.WithTimeout(ctx, produceWait)
+		err := w.Producer.ProduceSync(pctx, recs...).FirstErr()
+		cancel()
+		if err != nil {
 			return nil, fmt.Errorf("send push commands: %w", err)
 		}
 	}
