@@ -162,7 +162,7 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	}
 
 	// Valid records after the poison flow: an order reaches SUCCESS (order
-	// decider, order projector, push manager), a webhook is created
+	// decider, order projector, push worker), a webhook is created
 	// (webhook decider), and the order's webhook delivery is made (fan-out).
 	r = d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "dlq-after", 1))
 	if r.Status != 201 {

@@ -253,8 +253,9 @@ func checkConsumerReadEveryRecordOnce(t *testing.T, topic string, records []cons
 // orders), the event-type header is the value's "topic", the value is
 // valid against its JSON Schema and names the keyed order, and
 // order-version counts the order's events 1, 2, 3... (1 being
-// order.created); a republished event (which the outbox may send again
-// after a failed publish) repeats a version with the same event id. The
+// order.created); a republished event (a decider batch redone after its
+// produce and before its commit emits it again) repeats a version with the
+// same event id. The
 // last event of each order carries the status the API reports.
 func checkEventsAreOurOrdersAndValid(t *testing.T, records []consoleRecord, statuses map[string]string) {
 	t.Helper()

@@ -126,13 +126,11 @@ func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
 	})
 }
 
-// Finding: the push manager is not idempotent on events. A PROCESSING event
-// delivered twice (the outbox republishes after a partial ProduceSync
-// failure or a failed commit) re-creates the push job after the order moved
-// on; the worker pushes without checking the order's state, so a CANCELLED
-// order reaches the platform: cancel and push both win.
-// An old PROCESSING event delivered again (at-least-once) after the order
-// was cancelled does not push it.
+// Finding (sessions ago, when events drove the pushes): a PROCESSING event
+// delivered twice re-created the push job after the order moved on, and a
+// CANCELLED order reached the platform. Pushes are jobs of the decider now;
+// the test stays: an old PROCESSING event delivered again (at-least-once)
+// after the order was cancelled does not push it.
 func TestRepeatedEventNeverPushesCancelledOrder(t *testing.T) {
 	d := startDemo(t, fastPushes)
 	v := d.variant(t, "ACTIVE", "tshirt")
@@ -172,11 +170,10 @@ func TestRepeatedEventNeverPushesCancelledOrder(t *testing.T) {
 	}
 }
 
-// Finding: an order whose command fits the producer's record limit but
-// whose event does not is accepted (the decision commits) and then wedges
-// the outbox of its commands partition: flushSome fails on the same first
-// row forever, so no later event of any order on that partition is
-// published (orders stay unprojected and never pushed).
+// Finding (when events went through an outbox): an order whose command
+// fits the producer's record limit but whose event does not was accepted
+// and then wedged the publishing of its commands partition, so no later
+// event of any order on that partition was published.
 // An order too large to publish is refused with 413 before it is accepted,
 // and later orders flow.
 func TestOversizedOrderRefusedBeforeAcceptance(t *testing.T) {
