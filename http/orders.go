@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/pgnotify"
-	"github.com/printpod/pod/internal/wait"
 	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
 )
@@ -77,20 +76,29 @@ func (o *Orders) createProjected(ctx context.Context, in order.CreateInput) (cre
 	if created, err = o.Creator.Create(ctx, in); err != nil {
 		return order.Created{}, orderrm.Projected{}, false, err
 	}
+	a := o.projection(created.OrderID, created.Decision.Version)
 	if sub == nil {
-		return created, proj, o.awaitProjection(ctx, created.OrderID, created.Decision.Version) == nil, nil
+		proj, err = pgnotify.Await(ctx, o.Notify, orderrm.NotifyProjected, created.OrderID.String(), o.wait(), a)
+	} else {
+		proj, err = pgnotify.AwaitSubscribed(ctx, sub, o.wait(), a)
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.wait())
-	defer cancel()
-	err = wait.UntilValue(ctx, sub, pgnotify.SafetyPoll, false, func(ctx context.Context, v string, _ bool) (bool, error) {
-		if p, ok := orderrm.ParseProjected(v); ok && p.Version >= created.Decision.Version {
-			proj = p
-			return true, nil
-		}
-		n, err := o.Queries.Version(ctx, created.OrderID)
-		return n >= created.Decision.Version, err
-	})
 	return created, proj, err == nil, nil
+}
+
+// projection is how a request learns that the read model holds version of
+// the order id: from the projector's announcement (with what it announced),
+// else from the row's version.
+func (o *Orders) projection(id uuid.UUID, version int) pgnotify.Announcement[orderrm.Projected] {
+	return pgnotify.Announcement[orderrm.Projected]{
+		Parse: func(v string) (orderrm.Projected, bool) {
+			p, ok := orderrm.ParseProjected(v)
+			return p, ok && p.Version >= version
+		},
+		Load: func(ctx context.Context) (orderrm.Projected, bool, error) {
+			n, err := o.Queries.Version(ctx, id)
+			return orderrm.Projected{}, n >= version, err
+		},
+	}
 }
 
 // draftOrder is the 201 body of a create as its draft and decision tell
@@ -145,12 +153,8 @@ func orderError(err error) *Error {
 
 // awaitProjection waits until the read model holds version of the order.
 func (o *Orders) awaitProjection(ctx context.Context, id uuid.UUID, version int) error {
-	ctx, cancel := context.WithTimeout(ctx, o.wait())
-	defer cancel()
-	return o.Notify.Wait(ctx, orderrm.NotifyProjected, id.String(), pgnotify.SafetyPoll, func(ctx context.Context, _ string) (bool, error) {
-		v, err := o.Queries.Version(ctx, id)
-		return v >= version, err
-	})
+	_, err := pgnotify.Await(ctx, o.Notify, orderrm.NotifyProjected, id.String(), o.wait(), o.projection(id, version))
+	return err
 }
 
 // commandID is the id of the command a request sends: derived from its

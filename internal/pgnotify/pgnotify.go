@@ -139,16 +139,6 @@ func (l *Listener) Subscribe(channel, id string) (<-chan string, func()) {
 	}
 }
 
-// Wait returns once check reports done, checking first and then whenever
-// channel gets a notification with key (check gets its value, "" when
-// none) and at least every poll. It returns ctx's error when ctx ends
-// first.
-func (l *Listener) Wait(ctx context.Context, channel, key string, poll time.Duration, check func(ctx context.Context, value string) (bool, error)) error {
-	ch, cancel := l.Subscribe(channel, key)
-	defer cancel()
-	return wait.UntilValue(ctx, ch, poll, true, func(ctx context.Context, v string, _ bool) (bool, error) { return check(ctx, v) })
-}
-
 // Announcement is how a waiter reads a value: from a notification's value
 // when it has one (Parse), else from the database (Load; ok false while
 // there is nothing yet).
@@ -217,6 +207,13 @@ func decide[T any](ctx context.Context, l *Listener, channel, key string, wait t
 		var zero T
 		return zero, err
 	}
+	return awaitOn(ctx, ch, wait, false, a)
+}
+
+// AwaitSubscribed is Await on a subscription the caller made before the
+// awaited thing could happen (so nothing can have been missed): it looks
+// only when woken, or at a poll.
+func AwaitSubscribed[T any](ctx context.Context, ch <-chan string, wait time.Duration, a Announcement[T]) (T, error) {
 	return awaitOn(ctx, ch, wait, false, a)
 }
 
