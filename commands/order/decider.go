@@ -101,12 +101,14 @@ func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]
 		cmdIDs = append(cmdIDs, c.ID)
 		orderIDs = append(orderIDs, c.OrderID)
 	}
-	decided, err := Decisions.Decided(ctx, tx, cmdIDs)
-	if err != nil {
-		return nil, err
-	}
-	orders, err := loadStates(ctx, tx, orderIDs)
-	if err != nil {
+	// One round trip: which commands were decided before, and the orders'
+	// state, locked.
+	decided := map[uuid.UUID]bool{}
+	orders := make(map[uuid.UUID]*orderRow, len(orderIDs))
+	read := &pgx.Batch{}
+	Decisions.QueueDecided(read, cmdIDs, decided)
+	queueLoadStates(read, orderIDs, orders)
+	if err := tx.SendBatch(ctx, read).Close(); err != nil {
 		return nil, err
 	}
 
@@ -183,27 +185,26 @@ func (d *Decider) eventRecord(ev schemas.Event, orderID uuid.UUID, version int) 
 	}, nil
 }
 
-// loadStates reads and locks the state of the orders ids.
-func loadStates(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (map[uuid.UUID]*orderRow, error) {
-	rows, err := tx.Query(ctx, `SELECT order_id, state, version FROM order_state WHERE order_id = ANY($1) FOR UPDATE`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load order state: %w", err)
-	}
-	orders := make(map[uuid.UUID]*orderRow, len(ids))
-	var id uuid.UUID
-	var raw []byte
-	var version int
-	if _, err := pgx.ForEachRow(rows, []any{&id, &raw, &version}, func() error {
-		var s State
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("order %s state: %w", id, err)
-		}
-		orders[id] = &orderRow{state: s, version: version}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("load order state: %w", err)
-	}
-	return orders, nil
+// queueLoadStates queues on b the read, locked, of the orders ids' state
+// into orders.
+func queueLoadStates(b *pgx.Batch, ids []uuid.UUID, orders map[uuid.UUID]*orderRow) {
+	b.Queue(`SELECT order_id, state, version FROM order_state WHERE order_id = ANY($1) FOR UPDATE`, ids).
+		Query(func(rows pgx.Rows) error {
+			var id uuid.UUID
+			var raw []byte
+			var version int
+			if _, err := pgx.ForEachRow(rows, []any{&id, &raw, &version}, func() error {
+				var s State
+				if err := json.Unmarshal(raw, &s); err != nil {
+					return fmt.Errorf("order %s state: %w", id, err)
+				}
+				orders[id] = &orderRow{state: s, version: version}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("load order state: %w", err)
+			}
+			return nil
+		})
 }
 
 // queueStates writes the changed orders' state in one statement.

@@ -89,7 +89,7 @@ func (w *Worker) Run(ctx context.Context) {
 		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
 			free := cap(room) - len(room)
 			if free == 0 {
-				return false, nil // every caller is busy: look again when woken
+				return false, nil // every caller is busy: look again at the next wake or poll
 			}
 			leased, err := w.claim(ctx, min(free, claimSize))
 			if err != nil && ctx.Err() == nil {
