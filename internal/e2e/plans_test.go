@@ -109,8 +109,12 @@ func containsNoArgs(q string) bool {
 }
 
 // settledSeqScans reads the sequential scans of largeTables once every
-// backend has reported its counts (they report when idle, at most a second
-// apart): two reads two seconds apart that agree.
+// backend has reported its counts: a backend reports at the end of a
+// transaction at most once a second, and what it still holds when it goes
+// idle within 10 s (Postgres's idle report interval), so the counts are
+// settled once they have not moved for longer than that.
+const statsSettle = 11 * time.Second
+
 func settledSeqScans(t *testing.T, d demoEnv) map[string]int64 {
 	t.Helper()
 	read := func() map[string]int64 {
@@ -134,8 +138,8 @@ func settledSeqScans(t *testing.T, d demoEnv) map[string]int64 {
 		if now := read(); !maps.Equal(now, last) {
 			last, since = now, time.Now()
 		}
-		if time.Since(since) < 2*time.Second {
-			return fmt.Errorf("scan counts moved within the last 2 s")
+		if time.Since(since) < statsSettle {
+			return fmt.Errorf("scan counts moved within the last %s", statsSettle)
 		}
 		return nil
 	})
