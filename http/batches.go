@@ -6,27 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/commands/batch"
 	"github.com/printpod/pod/commands/order"
-	"github.com/printpod/pod/internal/pgnotify"
 )
 
 // MaxBatchOrders is the most orders one batch holds. A batch body is bound
 // by the same 1 MiB as every body: larger intakes are split into batches.
 const MaxBatchOrders = 1000
-
-// NotifyBatch wakes batch workers when a batch is stored.
-const (
-	NotifyBatch = "order_batch"
-	batchNew    = "new"
-)
 
 // Batches is what the bulk intake endpoints need.
 type Batches struct {
@@ -79,23 +71,11 @@ func (b *Batches) post(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	id := uuid.New()
 	account := accountOf(c)
-	err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error {
-		var created time.Time
-		if err := tx.QueryRow(ctx, `INSERT INTO order_batches (batch_id, account_id, total) VALUES ($1, $2, $3) RETURNING created_at`,
-			id, account, n).Scan(&created); err != nil {
-			return err
-		}
-		rows := make([][]any, n)
-		for i, o := range body.Orders {
-			rows[i] = []any{id, i, []byte(o)}
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"order_batch_items"}, []string{"batch_id", "idx", "body"}, pgx.CopyFromRows(rows)); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyBatch, batchNew)
-		return err
-	})
-	if err != nil {
+	bodies := make([][]byte, n)
+	for i, o := range body.Orders {
+		bodies[i] = o
+	}
+	if _, err := batch.Store(ctx, b.Pool, id, account, bodies); err != nil {
 		return err
 	}
 	st, err := b.status(ctx, account, id, false)
@@ -168,117 +148,19 @@ func (b *Batches) status(ctx context.Context, account, id uuid.UUID, items bool)
 	return st, err
 }
 
-// BatchWorker works through batch items: each goes through exactly what a
-// single create does. A worker locks the items it works (FOR UPDATE SKIP
-// LOCKED in a transaction that also stores their results), so instances
-// share the work and a killed instance's items are free again at once; an
-// item worked twice finds its first decision (its command id derives from
-// the batch and position), so it never creates a second order.
-type BatchWorker struct {
-	Pool        *pgxpool.Pool
-	Orders      *Orders
-	Notify      *pgnotify.Listener // channel NotifyBatch
-	Log         *slog.Logger
-	Concurrency int // items worked at once; default 16
-}
-
-type batchTask struct {
-	batch   uuid.UUID
-	idx     int
-	account uuid.UUID
-	body    []byte
-	// results
-	status  int
-	orderID *uuid.UUID
-	result  []byte
-}
-
-// Run works until ctx ends.
-func (w *BatchWorker) Run(ctx context.Context) {
-	if w.Concurrency <= 0 {
-		w.Concurrency = 16
-	}
-	wake, stop := w.Notify.Subscribe(NotifyBatch, batchNew)
-	defer stop()
-	for ctx.Err() == nil {
-		n, err := w.round(ctx)
-		if err != nil && ctx.Err() == nil {
-			w.Log.Warn("working batch items failed", "err", err)
-		}
-		if n == 0 || err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-wake:
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}
-}
-
-// round locks up to a few dozen pending items, works them and stores their
-// results in the same transaction. It returns how many it worked.
-func (w *BatchWorker) round(ctx context.Context) (int, error) {
-	tx, err := w.Pool.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, `SELECT i.batch_id, i.idx, b.account_id, i.body
-		FROM order_batch_items i JOIN order_batches b USING (batch_id)
-		WHERE NOT i.done ORDER BY i.batch_id, i.idx LIMIT $1 FOR UPDATE OF i SKIP LOCKED`, w.Concurrency*4)
-	if err != nil {
-		return 0, err
-	}
-	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*batchTask, error) {
-		var t batchTask
-		return &t, r.Scan(&t.batch, &t.idx, &t.account, &t.body)
-	})
-	if err != nil || len(tasks) == 0 {
-		return 0, err
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, w.Concurrency)
-	for _, t := range tasks {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			w.work(ctx, t)
-		}()
-	}
-	wg.Wait()
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	b := &pgx.Batch{}
-	for _, t := range tasks {
-		if t.status == 0 {
-			continue // not decided: stays pending
-		}
-		b.Queue(`UPDATE order_batch_items SET done = true, http_status = $3, order_id = $4, result = $5, finished_at = now()
-			WHERE batch_id = $1 AND idx = $2`, t.batch, t.idx, t.status, t.orderID, t.result)
-	}
-	if err := tx.SendBatch(bg, b).Close(); err != nil {
-		return 0, err
-	}
-	return len(tasks), tx.Commit(bg)
-}
-
-func (w *BatchWorker) work(ctx context.Context, t *batchTask) {
-	item := uuid.NewSHA1(t.batch, fmt.Appendf(nil, "item/%d", t.idx))
-	created, _, _, err := w.Orders.createProjected(ctx, order.CreateInput{AccountID: t.account, Body: t.body, Via: "api",
-		CommandID: item, DefaultReference: "batch-" + item.String()})
+// BatchItem creates a batch item's order exactly as a single POST does
+// and tells what that POST answered (batch.Worker's Work).
+func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
+	id := it.CommandID()
+	created, _, _, err := o.createProjected(ctx, order.CreateInput{AccountID: it.Account, Body: it.Body, Via: "api",
+		CommandID: id, DefaultReference: "batch-" + id.String()})
 	if err == nil {
-		t.status, t.orderID = fiber.StatusCreated, &created.OrderID
-		return
+		return batch.Result{Status: fiber.StatusCreated, OrderID: &created.OrderID}
 	}
 	e := orderError(err)
 	if e.Status() >= 500 {
-		// Not decided (a dependency away): the item is worked again later.
-		w.Log.Warn("batch item not decided; will retry", "batch", t.batch, "index", t.idx, "status", e.Status())
-		return
+		return batch.Result{} // not decided (a dependency away): worked again later
 	}
-	t.status = e.Status()
-	t.result, _ = marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
+	body, _ := marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
+	return batch.Result{Status: e.Status(), Error: body}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/commands/batch"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/commands/push"
 	"github.com/printpod/pod/commands/webhook"
@@ -143,7 +144,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	runner := &stream.Runner{Pool: a.Work, Brokers: a.Brokers, Log: log, Metrics: a.StageMetrics, Producer: a.Producer,
 		Naming: a.Naming}
 
-	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, jobs.Notify, podhttp.NotifyBatch,
+	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, jobs.Notify,
 		webhook.NotifyDecided)
 	a.goRun(func() { a.Notify.Run(runCtx) })
 	a.Bus = &order.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify, Naming: a.Naming}
@@ -400,7 +401,7 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
 		Queries: orderrm.Queries{Pool: a.Pool},
 		Notify:  a.Notify,
 	}
-	worker := &podhttp.BatchWorker{Pool: a.Pool, Orders: orders, Notify: a.Notify, Log: a.Log}
+	worker := &batch.Worker{Pool: a.Pool, Notify: a.Notify, Work: orders.BatchItem, Log: a.Log}
 	a.goRun(func() { worker.Run(ctx) })
 	server.Auth = accounts.Store{Pool: a.Pool}
 	server.Redis = a.Redis

@@ -1,0 +1,262 @@
+// Package batch works bulk intakes. A batch's orders are stored as items,
+// and runs of items are jobs of the service's one job queue
+// (internal/jobs, queue Queue): a worker leases a few runs, works their
+// items exactly as single creates with no transaction open, and stores the
+// results and ends or reschedules the jobs in one short transaction.
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/jobs"
+	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/wait"
+)
+
+// Queue is the batch items' queue in the jobs table.
+const Queue = "batch"
+
+const (
+	// run is how many items one job holds.
+	run = 16
+	// lease is how long a worker keeps its jobs. An item's create waits
+	// at most a few seconds for its decision and projection, so a run
+	// ends well within it; when a worker dies its runs come due again
+	// after it, and the items it decided find their decisions.
+	lease = 30 * time.Second
+	// retryAfter is when a run with undecided items (a dependency away)
+	// is worked again.
+	retryAfter = 5 * time.Second
+	// idlePoll is how often an idle worker looks for runs that came due
+	// by time; new batches are announced.
+	idlePoll = time.Second
+	stepWork = "work"
+)
+
+// Item is one order of a batch.
+type Item struct {
+	Batch   uuid.UUID
+	Account uuid.UUID
+	Index   int
+	Body    []byte
+}
+
+// CommandID is the item's create command id: an item worked twice finds
+// its first decision, so it never creates a second order.
+func (it Item) CommandID() uuid.UUID {
+	return uuid.NewSHA1(it.Batch, fmt.Appendf(nil, "item/%d", it.Index))
+}
+
+// Result is what a single create of the item answered.
+type Result struct {
+	// Status is the HTTP status; 0 when the create was not decided (a
+	// dependency away), so the item is worked again later.
+	Status  int
+	OrderID *uuid.UUID // on 201
+	Error   []byte     // the error body otherwise
+}
+
+// runJob is a job's payload: items [From, To) of a batch.
+type runJob struct {
+	Batch   uuid.UUID `json:"batch"`
+	Account uuid.UUID `json:"account"`
+	From    int       `json:"from"`
+	To      int       `json:"to"`
+}
+
+// Store records a batch of account's order bodies and the jobs that work
+// them, in one transaction, and returns when it was created.
+func Store(ctx context.Context, pool *pgxpool.Pool, id, account uuid.UUID, bodies [][]byte) (time.Time, error) {
+	var created time.Time
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO order_batches (batch_id, account_id, total) VALUES ($1, $2, $3) RETURNING created_at`,
+			id, account, len(bodies)).Scan(&created); err != nil {
+			return err
+		}
+		rows := make([][]any, len(bodies))
+		for i, body := range bodies {
+			rows[i] = []any{id, i, body}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"order_batch_items"}, []string{"batch_id", "idx", "body"}, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		w := jobs.NewWrites(Queue)
+		for from := 0; from < len(bodies); from += run {
+			payload, err := json.Marshal(runJob{Batch: id, Account: account, From: from, To: min(from+run, len(bodies))})
+			if err != nil {
+				return err
+			}
+			w.Put(jobs.Job{ID: uuid.NewSHA1(id, fmt.Appendf(nil, "items/%d", from)), Step: stepWork, Attempt: 1,
+				DueAt: created, Payload: payload})
+		}
+		b := &pgx.Batch{}
+		w.Queue(b)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	return created, err
+}
+
+// Worker works batch items until its context ends. Instances share the
+// queue: each leases its own runs.
+type Worker struct {
+	Pool   *pgxpool.Pool
+	Notify *pgnotify.Listener // channel jobs.Notify
+	// Work creates one item's order the way a single POST does.
+	Work        func(ctx context.Context, it Item) Result
+	Log         *slog.Logger
+	Concurrency int // items worked at once; default 16
+}
+
+// Run works jobs until ctx ends.
+func (w *Worker) Run(ctx context.Context) {
+	if w.Concurrency <= 0 {
+		w.Concurrency = 16
+	}
+	wake, stop := w.Notify.Subscribe(jobs.Notify, Queue)
+	defer stop()
+	for ctx.Err() == nil {
+		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
+			n, err := w.round(ctx)
+			if err != nil && ctx.Err() == nil {
+				w.Log.Warn("working batch items failed; retrying", "err", err)
+			}
+			return err == nil && n > 0, err
+		})
+	}
+}
+
+// round leases a few runs, works their pending items and stores the
+// results. It returns how many jobs it leased.
+func (w *Worker) round(ctx context.Context) (int, error) {
+	leased, err := w.claim(ctx)
+	if err != nil || len(leased) == 0 {
+		return 0, err
+	}
+	runs := make([]runJob, len(leased))
+	for i, j := range leased {
+		if err := json.Unmarshal(j.Payload, &runs[i]); err != nil {
+			return 0, fmt.Errorf("batch job %s: %w", j.ID, err)
+		}
+	}
+	items, err := w.pending(ctx, runs)
+	if err != nil {
+		return 0, err
+	}
+	results := make([]Result, len(items))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, w.Concurrency)
+	for i, it := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i] = w.Work(ctx, it)
+			if results[i].Status == 0 {
+				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index)
+			}
+		}()
+	}
+	wg.Wait()
+	// The results are stored even when ctx ended meanwhile: a decided
+	// item's result is not to be lost.
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return len(leased), w.finish(bg, leased, runs, items, results)
+}
+
+func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
+	tx, err := w.Pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	leased, err := jobs.Claim(ctx, tx, Queue, max(1, 4*w.Concurrency/run), lease)
+	if err != nil {
+		return nil, err
+	}
+	return leased, tx.Commit(ctx)
+}
+
+// pending reads the items of runs not yet done.
+func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
+	batches, from, to, accounts := make([]uuid.UUID, len(runs)), make([]int32, len(runs)), make([]int32, len(runs)), make([]uuid.UUID, len(runs))
+	for i, r := range runs {
+		batches[i], from[i], to[i], accounts[i] = r.Batch, int32(r.From), int32(r.To), r.Account
+	}
+	rows, err := w.Pool.Query(ctx, `SELECT i.batch_id, r.account, i.idx, i.body
+		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::uuid[]) AS r(batch_id, lo, hi, account)
+		JOIN order_batch_items i ON i.batch_id = r.batch_id AND i.idx >= r.lo AND i.idx < r.hi
+		WHERE NOT i.done`, batches, from, to, accounts)
+	if err != nil {
+		return nil, fmt.Errorf("read batch items: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
+		var it Item
+		return it, r.Scan(&it.Batch, &it.Account, &it.Index, &it.Body)
+	})
+}
+
+// finish stores the decided items' results, ends the jobs whose items are
+// all decided and reschedules the others, in one transaction.
+func (w *Worker) finish(ctx context.Context, leased []jobs.Job, runs []runJob, items []Item, results []Result) error {
+	var batches, orders []uuid.UUID
+	var idx, status []int32
+	var bodies [][]byte
+	undecided := map[uuid.UUID][]int{}
+	for i, it := range items {
+		r := results[i]
+		if r.Status == 0 {
+			undecided[it.Batch] = append(undecided[it.Batch], it.Index)
+			continue
+		}
+		var order uuid.UUID
+		if r.OrderID != nil {
+			order = *r.OrderID
+		}
+		batches, idx, status, orders, bodies = append(batches, it.Batch), append(idx, int32(it.Index)),
+			append(status, int32(r.Status)), append(orders, order), append(bodies, r.Error)
+	}
+	writes := jobs.NewWrites(Queue)
+	for i, j := range leased {
+		open := false
+		for _, n := range undecided[runs[i].Batch] {
+			open = open || (n >= runs[i].From && n < runs[i].To)
+		}
+		if open {
+			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(retryAfter)})
+		} else {
+			writes.Delete(j.ID)
+		}
+	}
+	b := &pgx.Batch{}
+	if len(batches) > 0 {
+		b.Queue(`UPDATE order_batch_items i SET done = true, http_status = r.status,
+			order_id = NULLIF(r.order_id, '00000000-0000-0000-0000-000000000000'), result = r.result::json, finished_at = now()
+			FROM unnest($1::uuid[], $2::int[], $3::int[], $4::uuid[], $5::text[]) AS r(batch_id, idx, status, order_id, result)
+			WHERE i.batch_id = r.batch_id AND i.idx = r.idx`, batches, idx, status, orders, jsonTexts(bodies))
+	}
+	writes.Queue(b)
+	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+}
+
+// jsonTexts passes error bodies as text (nil stays NULL), so the json
+// column keeps them byte for byte.
+func jsonTexts(bodies [][]byte) []*string {
+	out := make([]*string, len(bodies))
+	for i, b := range bodies {
+		if b != nil {
+			s := string(b)
+			out[i] = &s
+		}
+	}
+	return out
+}
