@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/decider"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
@@ -71,100 +72,85 @@ func (d *Decider) Consumer() stream.Consumer {
 	return stream.Consumer{
 		Name:     DeciderName,
 		Topics:   []string{d.Naming.Topic(schemas.TopicOrderCommands)},
-		Handle:   d.handle,
+		Handle:   decider.Runtime[Command, *orderRow, Decision]{Model: d, Decisions: Decisions}.Handle,
 		MaxBatch: 500,
 	}
 }
 
+// orderRow is an order's state in the decider, with the change to its
+// push job that the batch's decisions made.
 type orderRow struct {
 	state   State
 	version int
-	dirty   bool
+	job     *jobs.Job // put, when set
+	dropJob bool      // delete the job
 }
 
-func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
-	cmds := make([]Command, 0, len(recs))
-	times := make([]time.Time, 0, len(recs))
-	cmdIDs := make([]uuid.UUID, 0, len(recs))
-	orderIDs := make([]uuid.UUID, 0, len(recs))
-	for _, r := range recs {
-		var c Command
-		if err := json.Unmarshal(r.Value, &c); err != nil {
-			// The runner dead-letters it; the rest go on.
-			return nil, stream.Poison(fmt.Errorf("order command %d/%d: %w", r.Partition, r.Offset, err))
-		}
-		if c.ID == uuid.Nil || c.OrderID == uuid.Nil {
-			return nil, stream.Poison(fmt.Errorf("order command %d/%d has no id or order id", r.Partition, r.Offset))
-		}
-		cmds = append(cmds, c)
-		times = append(times, r.Timestamp)
-		cmdIDs = append(cmdIDs, c.ID)
-		orderIDs = append(orderIDs, c.OrderID)
+// Parse reads a command record (decider.Model).
+func (d *Decider) Parse(r *kgo.Record) (Command, error) {
+	var c Command
+	if err := json.Unmarshal(r.Value, &c); err != nil {
+		return c, err
 	}
-	// One round trip: which commands were decided before, and the orders'
-	// state, locked.
-	decided := map[uuid.UUID]bool{}
-	orders := make(map[uuid.UUID]*orderRow, len(orderIDs))
-	read := &pgx.Batch{}
-	Decisions.QueueDecided(read, cmdIDs, decided)
-	queueLoadStates(read, orderIDs, orders)
-	if err := tx.SendBatch(ctx, read).Close(); err != nil {
-		return nil, err
+	if c.ID == uuid.Nil || c.OrderID == uuid.Nil {
+		return c, errors.New("no command id or order id")
 	}
+	return c, nil
+}
 
-	var decisions []Decision
-	var out []*kgo.Record
-	pushJobs := jobs.NewWrites(PushQueue)
-	for i, c := range cmds {
-		if decided[c.ID] {
-			continue // sent twice: the first decision stands
+// IDs are the command's id and its order's (decider.Model).
+func (d *Decider) IDs(c Command) (uuid.UUID, uuid.UUID) { return c.ID, c.OrderID }
+
+// Decide decides one command against its order (decider.Model): Decide
+// and Evolve, the events' records and the push job's next step.
+func (d *Decider) Decide(o *orderRow, c Command, at time.Time) (decider.Outcome[*orderRow, Decision], error) {
+	if o == nil {
+		o = &orderRow{}
+	}
+	out := decider.Outcome[*orderRow, Decision]{State: o, Decision: Decision{CommandID: c.ID, OrderID: c.OrderID}}
+	evs, err := Decide(o.state, c, at)
+	if err != nil {
+		out.Decision.Code, out.Decision.Message = ErrorCode(err), err.Error()
+		if out.Decision.Code == "" {
+			d.Log.Warn("order command refused", "command", c.ID, "kind", c.Kind, "order", c.OrderID, "err", err)
+			out.Decision.Code = schemas.CodeValidation
 		}
-		decided[c.ID] = true
-		o := orders[c.OrderID]
-		if o == nil {
-			o = &orderRow{}
-			orders[c.OrderID] = o
-		}
-		at := times[i]
-		if at.IsZero() {
-			at = time.Now()
-		}
-		evs, err := Decide(o.state, c, at)
-		dec := Decision{CommandID: c.ID, OrderID: c.OrderID}
+	}
+	for _, ev := range evs {
+		o.state = Evolve(o.state, ev)
+		o.version++
+		out.Changed = true
+		rec, err := d.eventRecord(ev, c.OrderID, o.version)
 		if err != nil {
-			dec.Code, dec.Message = ErrorCode(err), err.Error()
-			if dec.Code == "" {
-				d.Log.Warn("order command refused", "command", c.ID, "kind", c.Kind, "order", c.OrderID, "err", err)
-				dec.Code = schemas.CodeValidation
-			}
+			return out, err
 		}
-		for _, ev := range evs {
-			o.state = Evolve(o.state, ev)
-			o.version++
-			o.dirty = true
-			rec, err := d.eventRecord(ev, c.OrderID, o.version)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rec)
-			if err := pushEffect(pushJobs, o.state, ev, c.Details, d.RetryDelays); err != nil {
-				return nil, err
-			}
+		out.Events = append(out.Events, rec)
+		if err := o.pushEffect(ev, c.Details, d.RetryDelays); err != nil {
+			return out, err
 		}
-		dec.Status, dec.Version = o.state.Status, o.version
-		decisions = append(decisions, dec)
 	}
-
-	batch := &pgx.Batch{}
-	if err := queueStates(batch, orders); err != nil {
-		return nil, err
-	}
-	queueDecisions(batch, decisions)
-	pushJobs.Queue(batch)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("store decisions: %w", err)
-	}
+	out.Decision.Status, out.Decision.Version = o.state.Status, o.version
 	return out, nil
+}
+
+// QueueSave writes the changed orders' state and push jobs and the
+// decisions, one statement each (decider.Model).
+func (d *Decider) QueueSave(b *pgx.Batch, changed map[uuid.UUID]*orderRow, decisions []Decision) error {
+	if err := queueStates(b, changed); err != nil {
+		return err
+	}
+	queueDecisions(b, decisions)
+	pushJobs := jobs.NewWrites(PushQueue)
+	for id, o := range changed {
+		switch {
+		case o.job != nil:
+			pushJobs.Put(*o.job)
+		case o.dropJob:
+			pushJobs.Delete(id)
+		}
+	}
+	pushJobs.Queue(b)
+	return nil
 }
 
 // eventRecord is ev's pod.order.events record, keyed by its order's id,
@@ -185,9 +171,9 @@ func (d *Decider) eventRecord(ev schemas.Event, orderID uuid.UUID, version int) 
 	}, nil
 }
 
-// queueLoadStates queues on b the read, locked, of the orders ids' state
-// into orders.
-func queueLoadStates(b *pgx.Batch, ids []uuid.UUID, orders map[uuid.UUID]*orderRow) {
+// QueueLoad queues on b the read, locked, of the orders ids' state into
+// orders (decider.Model).
+func (d *Decider) QueueLoad(b *pgx.Batch, ids []uuid.UUID, orders map[uuid.UUID]*orderRow) {
 	b.Queue(`SELECT order_id, state, version FROM order_state WHERE order_id = ANY($1) FOR UPDATE`, ids).
 		Query(func(rows pgx.Rows) error {
 			var id uuid.UUID
@@ -213,9 +199,6 @@ func queueStates(b *pgx.Batch, orders map[uuid.UUID]*orderRow) error {
 	var states [][]byte
 	var versions []int32
 	for id, o := range orders {
-		if !o.dirty {
-			continue
-		}
 		raw, err := json.Marshal(o.state)
 		if err != nil {
 			return err
@@ -235,8 +218,8 @@ func queueStates(b *pgx.Batch, orders map[uuid.UUID]*orderRow) error {
 	return nil
 }
 
-// queueDecisions records decisions in one statement and announces them,
-// each with its content, so no waiter reads it back.
+// queueDecisions records decisions in one statement (the runtime
+// announces them).
 func queueDecisions(b *pgx.Batch, decisions []Decision) {
 	if len(decisions) == 0 {
 		return
@@ -245,21 +228,15 @@ func queueDecisions(b *pgx.Batch, decisions []Decision) {
 	cmdIDs, orderIDs := make([]uuid.UUID, n), make([]uuid.UUID, n)
 	codes, msgs, statuses := make([]string, n), make([]string, n), make([]string, n)
 	versions := make([]int32, n)
-	ids, values := make([]string, n), make([]string, n)
 	for i, dec := range decisions {
 		cmdIDs[i], orderIDs[i] = dec.CommandID, dec.OrderID
 		codes[i], msgs[i], statuses[i] = dec.Code, dec.Message, dec.Status
 		versions[i] = int32(dec.Version)
-		ids[i] = dec.CommandID.String()
-		if v, err := json.Marshal(dec); err == nil {
-			values[i] = string(v)
-		}
 	}
 	b.Queue(`INSERT INTO order_decisions (command_id, order_id, error_code, error_message, status, version)
 		SELECT id, order_id, NULLIF(code, ''), NULLIF(msg, ''), NULLIF(status, ''), version
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[]) AS d(id, order_id, code, msg, status, version)`,
 		cmdIDs, orderIDs, codes, msgs, statuses, versions)
-	Decisions.QueueAnnounce(b, ids, values)
 }
 
 // ErrorCode maps a decision error to its API error code ("" when it is not

@@ -51,10 +51,11 @@ func JobCommandID(orderID uuid.UUID, kind string, attempt int) uuid.UUID {
 }
 
 // pushEffect is what an accepted event does to the order's push job, given
-// the state after it: s.Status tells the step. created are the details of
-// the create command (for order.created); retryDelays are the waits before
-// the automatic retries.
-func pushEffect(w *jobs.Writes, s State, ev schemas.Event, created *schemas.OrderDetails, retryDelays []time.Duration) error {
+// the state after it: its status tells the step. created are the details
+// of the create command (for order.created); retryDelays are the waits
+// before the automatic retries.
+func (o *orderRow) pushEffect(ev schemas.Event, created *schemas.OrderDetails, retryDelays []time.Duration) error {
+	s := o.state
 	id := s.Order.ID
 	switch s.Status {
 	case schemas.StatusPending:
@@ -70,17 +71,27 @@ func pushEffect(w *jobs.Writes, s State, ev schemas.Event, created *schemas.Orde
 			}
 			j.Payload = payload
 		}
-		w.Put(j)
+		o.putJob(j)
 	case schemas.StatusProcessing:
-		w.Put(jobs.Job{ID: id, Step: StepCall, Attempt: s.PushAttempts, DueAt: ev.OccurredAt})
+		o.putJob(jobs.Job{ID: id, Step: StepCall, Attempt: s.PushAttempts, DueAt: ev.OccurredAt})
 	case schemas.StatusFailed:
 		if n := s.AutoRetries; n < len(retryDelays) && n < MaxAutoRetries {
-			w.Put(jobs.Job{ID: id, Step: StepAutoRetry, Attempt: s.PushAttempts, DueAt: ev.OccurredAt.Add(retryDelays[n])})
+			o.putJob(jobs.Job{ID: id, Step: StepAutoRetry, Attempt: s.PushAttempts, DueAt: ev.OccurredAt.Add(retryDelays[n])})
 		} else {
-			w.Put(jobs.Job{ID: id, Step: StepParked, Attempt: s.PushAttempts, DueAt: jobs.Parked})
+			o.putJob(jobs.Job{ID: id, Step: StepParked, Attempt: s.PushAttempts, DueAt: jobs.Parked})
 		}
 	case schemas.StatusSuccess, schemas.StatusCancelled:
-		w.Delete(id)
+		o.job, o.dropJob = nil, true
 	}
 	return nil
+}
+
+// putJob makes j the job's next state, keeping the payload an earlier
+// change of the batch set when j has none (as jobs.Writes.Put does with
+// the stored one).
+func (o *orderRow) putJob(j jobs.Job) {
+	if j.Payload == nil && o.job != nil {
+		j.Payload = o.job.Payload
+	}
+	o.job, o.dropJob = &j, false
 }

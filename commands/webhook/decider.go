@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/decider"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
@@ -40,7 +41,8 @@ type Decider struct {
 
 // Consumer is the decider's stream consumer.
 func (d *Decider) Consumer() stream.Consumer {
-	return stream.Consumer{Name: DeciderName, Topics: []string{d.Naming.Topic(schemas.TopicWebhookCommands)}, Handle: d.handle, MaxBatch: 500}
+	return stream.Consumer{Name: DeciderName, Topics: []string{d.Naming.Topic(schemas.TopicWebhookCommands)},
+		Handle: decider.Runtime[Command, *clientHooks, Decision]{Model: d, Decisions: Decisions}.Handle, MaxBatch: 500}
 }
 
 const webhookColumns = `id, account_id, url, description, topics, is_active, disabled_reason, gen, secret,
@@ -53,135 +55,162 @@ func scanWebhook(row pgx.Row) (*Webhook, error) {
 	return &w, err
 }
 
-// decodeCommand reads a command record; one without ids cannot be decided.
-func decodeCommand(b []byte, c *Command) error {
-	if err := json.Unmarshal(b, c); err != nil {
-		return err
-	}
-	if c.ID == uuid.Nil || c.AccountID == uuid.Nil {
-		return errors.New("no command id or account id")
-	}
-	return nil
+// clientHooks are a client's webhooks in the decider (every one: the limit
+// counts them), with the ones the batch changed or deleted.
+type clientHooks struct {
+	hooks   map[uuid.UUID]*Webhook
+	changed map[uuid.UUID]bool
 }
 
-func (d *Decider) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
-	var cmds []Command
-	var times []time.Time
-	var ids, accounts []uuid.UUID
-	for _, r := range recs {
-		var c Command
-		if err := decodeCommand(r.Value, &c); err != nil {
-			// The runner dead-letters it; the rest go on.
-			return nil, stream.Poison(fmt.Errorf("webhook command %d/%d: %w", r.Partition, r.Offset, err))
-		}
-		cmds = append(cmds, c)
-		times = append(times, r.Timestamp)
-		ids = append(ids, c.ID)
-		accounts = append(accounts, c.AccountID)
+// Parse reads a command record; one without ids cannot be decided
+// (decider.Model).
+func (d *Decider) Parse(r *kgo.Record) (Command, error) {
+	var c Command
+	if err := json.Unmarshal(r.Value, &c); err != nil {
+		return c, err
 	}
-	if len(cmds) == 0 {
-		return nil, nil
+	if c.ID == uuid.Nil || c.AccountID == uuid.Nil {
+		return c, errors.New("no command id or account id")
 	}
-	decided, err := Decisions.Decided(ctx, tx, ids)
-	if err != nil {
-		return nil, err
-	}
-	// Every webhook of the batch's clients, locked: the limit counts them.
-	byAccount := map[uuid.UUID]map[uuid.UUID]*Webhook{}
-	rows, err := tx.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE account_id = ANY($1) FOR UPDATE`, accounts)
-	if err != nil {
-		return nil, fmt.Errorf("load webhooks: %w", err)
-	}
-	for rows.Next() {
-		w, err := scanWebhook(rows)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("load webhooks: %w", err)
-		}
-		if byAccount[w.AccountID] == nil {
-			byAccount[w.AccountID] = map[uuid.UUID]*Webhook{}
-		}
-		byAccount[w.AccountID][w.ID] = w
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load webhooks: %w", err)
-	}
+	return c, nil
+}
 
-	batch := &pgx.Batch{}
-	var events []*kgo.Record
-	var notify, announced []string
+// IDs are the command's id and its client's (decider.Model).
+func (d *Decider) IDs(c Command) (uuid.UUID, uuid.UUID) { return c.ID, c.AccountID }
+
+// QueueLoad reads the webhooks of the clients, locked (decider.Model).
+func (d *Decider) QueueLoad(b *pgx.Batch, accounts []uuid.UUID, states map[uuid.UUID]*clientHooks) {
+	b.Queue(`SELECT `+webhookColumns+` FROM webhooks WHERE account_id = ANY($1) FOR UPDATE`, accounts).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				w, err := scanWebhook(rows)
+				if err != nil {
+					return fmt.Errorf("load webhooks: %w", err)
+				}
+				if states[w.AccountID] == nil {
+					states[w.AccountID] = &clientHooks{hooks: map[uuid.UUID]*Webhook{}, changed: map[uuid.UUID]bool{}}
+				}
+				states[w.AccountID].hooks[w.ID] = w
+			}
+			return rows.Err()
+		})
+}
+
+// Decide decides one command against its client's webhooks
+// (decider.Model).
+func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outcome[*clientHooks, Decision], error) {
+	if h == nil {
+		h = &clientHooks{hooks: map[uuid.UUID]*Webhook{}, changed: map[uuid.UUID]bool{}}
+	}
 	// Stored and announced alike, so a waiter reading either sees the same.
-	decidedAt := time.Now().UTC().Truncate(time.Microsecond)
-	for i, c := range cmds {
-		if decided[c.ID] {
-			continue
-		}
-		decided[c.ID] = true
-		hooks := byAccount[c.AccountID]
-		if hooks == nil {
-			hooks = map[uuid.UUID]*Webhook{}
-			byAccount[c.AccountID] = hooks
-		}
-		at := times[i]
-		if at.IsZero() {
-			at = time.Now()
-		}
-		ch, err := Decide(hooks, c, at)
-		var code, msg string
-		switch {
-		case errors.Is(err, ErrNotFound):
-			code, msg = schemas.CodeNotFound, "webhook not found"
-		case errors.Is(err, ErrLimitReached):
-			code, msg = schemas.CodeWebhookLimitReached, fmt.Sprintf("this client already has %d webhooks; delete one first", MaxPerClient)
-		case err != nil:
-			d.Log.Warn("webhook command refused", "command", c.ID, "kind", c.Kind, "err", err)
-			code, msg = schemas.CodeValidation, err.Error()
-		}
-		batch.Queue(`INSERT INTO webhook_decisions (command_id, webhook_id, error_code, error_message, decided_at)
-			VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''), $5)`, c.ID, c.WebhookID, code, msg, decidedAt)
-		notify = append(notify, c.ID.String())
-		announcement, _ := json.Marshal(Decision{Code: code, Message: msg, DecidedAt: decidedAt})
-		announced = append(announced, string(announcement))
-		if err != nil || ch.EventType == "" {
-			continue
-		}
-		fact := schemas.WebhookFact{ID: c.WebhookID, AccountID: c.AccountID, UpdatedAt: at.UTC()}
-		if ch.Webhook != nil {
-			w := ch.Webhook
-			hooks[w.ID] = w
-			fact = w.Fact()
-			batch.Queue(`INSERT INTO webhooks (`+webhookColumns+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)
-				ON CONFLICT (id) DO UPDATE SET url = excluded.url, description = excluded.description, topics = excluded.topics,
-				is_active = excluded.is_active, disabled_reason = excluded.disabled_reason, gen = excluded.gen,
-				secret = excluded.secret, previous_secret = excluded.previous_secret,
-				previous_secret_until = excluded.previous_secret_until, updated_at = excluded.updated_at`,
-				w.ID, w.AccountID, w.URL, w.Description, w.Topics, w.IsActive, w.DisabledReason, w.Gen, w.Secret,
-				w.PreviousSecret, w.PreviousSecretUntil, w.CreatedAt, w.UpdatedAt)
-		} else {
-			delete(hooks, c.WebhookID)
-			batch.Queue(`DELETE FROM webhooks WHERE id = $1`, c.WebhookID)
-		}
-		ev, err := schemas.NewEventWithID(uuid.NewSHA1(c.ID, []byte("event")), ch.EventType, at, fact)
-		if err != nil {
-			return nil, err
-		}
-		value, err := json.Marshal(ev)
-		if err != nil {
-			return nil, err
-		}
-		events = append(events, &kgo.Record{Topic: d.Naming.Topic(schemas.TopicWebhookEvents), Key: []byte(c.AccountID.String()), Value: value,
-			Headers: []kgo.RecordHeader{{Key: schemas.HeaderEventType, Value: []byte(ch.EventType)}}})
+	out := decider.Outcome[*clientHooks, Decision]{State: h,
+		Decision: Decision{CommandID: c.ID, WebhookID: c.WebhookID, DecidedAt: time.Now().UTC().Truncate(time.Microsecond)}}
+	ch, err := Decide(h.hooks, c, at)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		out.Decision.Code, out.Decision.Message = schemas.CodeNotFound, "webhook not found"
+	case errors.Is(err, ErrLimitReached):
+		out.Decision.Code, out.Decision.Message = schemas.CodeWebhookLimitReached,
+			fmt.Sprintf("this client already has %d webhooks; delete one first", MaxPerClient)
+	case err != nil:
+		d.Log.Warn("webhook command refused", "command", c.ID, "kind", c.Kind, "err", err)
+		out.Decision.Code, out.Decision.Message = schemas.CodeValidation, err.Error()
 	}
-	Decisions.QueueAnnounce(batch, notify, announced)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("store webhook decisions: %w", err)
+	if err != nil || ch.EventType == "" {
+		return out, nil
 	}
-	return events, nil
+	fact := schemas.WebhookFact{ID: c.WebhookID, AccountID: c.AccountID, UpdatedAt: at.UTC()}
+	if ch.Webhook != nil {
+		h.hooks[ch.Webhook.ID] = ch.Webhook
+		fact = ch.Webhook.Fact()
+	} else {
+		delete(h.hooks, c.WebhookID)
+	}
+	h.changed[c.WebhookID] = true
+	out.Changed = true
+	ev, err := schemas.NewEventWithID(uuid.NewSHA1(c.ID, []byte("event")), ch.EventType, at, fact)
+	if err != nil {
+		return out, err
+	}
+	value, err := json.Marshal(ev)
+	if err != nil {
+		return out, err
+	}
+	out.Events = []*kgo.Record{{Topic: d.Naming.Topic(schemas.TopicWebhookEvents), Key: []byte(c.AccountID.String()), Value: value,
+		Headers: []kgo.RecordHeader{{Key: schemas.HeaderEventType, Value: []byte(ch.EventType)}}}}
+	return out, nil
+}
+
+// webhookRow is a webhooks row as jsonb_populate_recordset reads it.
+type webhookRow struct {
+	ID                  uuid.UUID  `json:"id"`
+	AccountID           uuid.UUID  `json:"account_id"`
+	URL                 string     `json:"url"`
+	Description         *string    `json:"description"`
+	Topics              []string   `json:"topics"`
+	IsActive            bool       `json:"is_active"`
+	DisabledReason      *string    `json:"disabled_reason"`
+	Gen                 int        `json:"gen"`
+	Secret              string     `json:"secret"`
+	PreviousSecret      *string    `json:"previous_secret"`
+	PreviousSecretUntil *time.Time `json:"previous_secret_until"`
+	CreatedAt           time.Time  `json:"created_at"`
+	UpdatedAt           time.Time  `json:"updated_at"`
+}
+
+// QueueSave writes the changed webhooks, the deleted ones and the
+// decisions, one statement each (decider.Model).
+func (d *Decider) QueueSave(b *pgx.Batch, changed map[uuid.UUID]*clientHooks, decisions []Decision) error {
+	var upserts []webhookRow
+	var deleted []uuid.UUID
+	for _, h := range changed {
+		for id := range h.changed {
+			w := h.hooks[id]
+			if w == nil {
+				deleted = append(deleted, id)
+				continue
+			}
+			row := webhookRow(*w)
+			if row.Topics == nil {
+				row.Topics = []string{} // a NULL would break the column's NOT NULL
+			}
+			upserts = append(upserts, row)
+		}
+	}
+	if len(upserts) > 0 {
+		rows, err := json.Marshal(upserts)
+		if err != nil {
+			return err
+		}
+		b.Queue(`INSERT INTO webhooks (`+webhookColumns+`) SELECT `+webhookColumns+`
+			FROM jsonb_populate_recordset(NULL::webhooks, $1::jsonb)
+			ON CONFLICT (id) DO UPDATE SET url = excluded.url, description = excluded.description, topics = excluded.topics,
+			is_active = excluded.is_active, disabled_reason = excluded.disabled_reason, gen = excluded.gen,
+			secret = excluded.secret, previous_secret = excluded.previous_secret,
+			previous_secret_until = excluded.previous_secret_until, updated_at = excluded.updated_at`, rows)
+	}
+	if len(deleted) > 0 {
+		b.Queue(`DELETE FROM webhooks WHERE id = ANY($1)`, deleted)
+	}
+	if len(decisions) > 0 {
+		n := len(decisions)
+		ids, hooks, codes, msgs, at := make([]uuid.UUID, n), make([]uuid.UUID, n), make([]string, n), make([]string, n), make([]time.Time, n)
+		for i, dec := range decisions {
+			ids[i], hooks[i], codes[i], msgs[i], at[i] = dec.CommandID, dec.WebhookID, dec.Code, dec.Message, dec.DecidedAt
+		}
+		b.Queue(`INSERT INTO webhook_decisions (command_id, webhook_id, error_code, error_message, decided_at)
+			SELECT id, hook, NULLIF(code, ''), NULLIF(msg, ''), at
+			FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) AS d(id, hook, code, msg, at)`,
+			ids, hooks, codes, msgs, at)
+	}
+	return nil
 }
 
 // Decision is the outcome of one webhook command. The json names are
 // those of its announcement.
 type Decision struct {
+	CommandID uuid.UUID `json:"-"`
+	WebhookID uuid.UUID `json:"-"`
 	Code      string    `json:"e,omitempty"` // "" when accepted
 	Message   string    `json:"m,omitempty"`
 	DecidedAt time.Time `json:"t"`

@@ -1,0 +1,132 @@
+// Package decider is the one runtime of the service's deciders (orders and
+// webhooks). A decider is a stream stage; per consumer batch the runtime
+//
+//  1. reads each record's command (a record it cannot read is poison, which
+//     the stage runner dead-letters),
+//  2. reads which of the batch's commands were decided before and the state
+//     they decide on, locked, in one round trip,
+//  3. decides each new command in order against the state in memory (a
+//     pure function of the state, the command and the command record's
+//     time),
+//  4. writes the changed state and the decisions in one more round trip,
+//     announcing each decision with its content once the batch commits, so
+//     no waiter reads it back,
+//
+// and returns the events the decisions emitted, which the stage runner
+// produces before it commits. A command sent twice finds its first
+// decision and changes nothing.
+package decider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/stream"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Model is one decider's domain: its commands C, the state S a command is
+// decided on (one value per key, e.g. an order, or a client's webhooks) and
+// its decisions D, whose JSON is their announcement.
+type Model[C, S, D any] interface {
+	// Parse reads a command from its record.
+	Parse(r *kgo.Record) (C, error)
+	// IDs are the command's id and the key of the state it is decided on.
+	IDs(c C) (command, key uuid.UUID)
+	// QueueLoad queues on b the read, locked, of the keys' states into
+	// states (a key with no state is left out).
+	QueueLoad(b *pgx.Batch, keys []uuid.UUID, states map[uuid.UUID]S)
+	// Decide decides c against s (S's zero value when the key has no
+	// state yet) at time at, the command record's time.
+	Decide(s S, c C, at time.Time) (Outcome[S, D], error)
+	// QueueSave queues on b the writes of the changed states and of the
+	// batch's decisions, each statement set-based.
+	QueueSave(b *pgx.Batch, changed map[uuid.UUID]S, decisions []D) error
+}
+
+// Outcome is what deciding one command gives.
+type Outcome[S, D any] struct {
+	State    S
+	Changed  bool // State is to be written
+	Decision D
+	Events   []*kgo.Record
+}
+
+// Runtime runs a Model as a stream handler.
+type Runtime[C, S, D any] struct {
+	Model     Model[C, S, D]
+	Decisions pg.Decisions
+}
+
+// Handle is the stage's stream.Handler.
+func (r Runtime[C, S, D]) Handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+	cmds := make([]C, 0, len(recs))
+	cmdIDs := make([]uuid.UUID, 0, len(recs))
+	keys := make([]uuid.UUID, 0, len(recs))
+	for _, rec := range recs {
+		c, err := r.Model.Parse(rec)
+		if err != nil {
+			return nil, poison(rec, err)
+		}
+		id, key := r.Model.IDs(c)
+		cmds, cmdIDs, keys = append(cmds, c), append(cmdIDs, id), append(keys, key)
+	}
+	decided := map[uuid.UUID]bool{}
+	states := make(map[uuid.UUID]S, len(keys))
+	read := &pgx.Batch{}
+	r.Decisions.QueueDecided(read, cmdIDs, decided)
+	r.Model.QueueLoad(read, keys, states)
+	if err := tx.SendBatch(ctx, read).Close(); err != nil {
+		return nil, err
+	}
+
+	changed := map[uuid.UUID]S{}
+	var decisions []D
+	var ids, values []string
+	var events []*kgo.Record
+	for i, c := range cmds {
+		if decided[cmdIDs[i]] {
+			continue // sent twice: the first decision stands
+		}
+		decided[cmdIDs[i]] = true
+		at := recs[i].Timestamp
+		if at.IsZero() {
+			at = time.Now()
+		}
+		out, err := r.Model.Decide(states[keys[i]], c, at)
+		if err != nil {
+			return nil, err
+		}
+		states[keys[i]] = out.State
+		if out.Changed {
+			changed[keys[i]] = out.State
+		}
+		value, err := json.Marshal(out.Decision)
+		if err != nil {
+			return nil, err
+		}
+		decisions = append(decisions, out.Decision)
+		ids, values = append(ids, cmdIDs[i].String()), append(values, string(value))
+		events = append(events, out.Events...)
+	}
+	write := &pgx.Batch{}
+	if err := r.Model.QueueSave(write, changed, decisions); err != nil {
+		return nil, err
+	}
+	r.Decisions.QueueAnnounce(write, ids, values)
+	if err := tx.SendBatch(ctx, write).Close(); err != nil {
+		return nil, fmt.Errorf("store decisions: %w", err)
+	}
+	return events, nil
+}
+
+// poison marks a record whose command cannot be read: the runner
+// dead-letters it and the rest of the batch goes on.
+func poison(rec *kgo.Record, err error) error {
+	return stream.Poison(fmt.Errorf("command %s %d/%d: %w", rec.Topic, rec.Partition, rec.Offset, err))
+}
