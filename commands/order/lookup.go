@@ -2,8 +2,6 @@ package order
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -19,30 +17,4 @@ type Catalog interface {
 	Variants(ctx context.Context, account uuid.UUID, ids []uuid.UUID) (map[uuid.UUID]Variant, error)
 	// Rates are the shipping, side, yarn and country tables.
 	Rates(ctx context.Context) (Rates, error)
-}
-
-// RatesCache keeps the rates Load returns for TTL (the tables change only
-// with a migration).
-type RatesCache struct {
-	Load func(context.Context) (Rates, error)
-	TTL  time.Duration
-
-	mu     sync.Mutex
-	rates  Rates
-	loaded time.Time
-}
-
-// Get returns the rates, reloading them when older than TTL.
-func (c *RatesCache) Get(ctx context.Context) (Rates, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.loaded.IsZero() && time.Since(c.loaded) < c.TTL {
-		return c.rates, nil
-	}
-	r, err := c.Load(ctx)
-	if err != nil {
-		return Rates{}, err
-	}
-	c.rates, c.loaded = r, time.Now()
-	return r, nil
 }

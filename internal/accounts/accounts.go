@@ -11,11 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/cache"
+	"github.com/printpod/pod/internal/pgnotify"
 )
 
 // Sentinel errors.
@@ -119,17 +122,57 @@ func (s Store) Issue(ctx context.Context, account uuid.UUID) (string, error) {
 	return token, nil
 }
 
-// Revoke makes a token answer 401 from now on.
+// Revoke makes a token answer 401 from now on: the revocation is
+// announced to every instance's token cache when it commits.
 func (s Store) Revoke(ctx context.Context, token string) error {
-	tag, err := s.Pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now()
-		WHERE token_hash = $1 AND revoked_at IS NULL`, Hash(token))
-	if err != nil {
-		return fmt.Errorf("revoke token: %w", err)
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE api_tokens SET revoked_at = now()
+			WHERE token_hash = $1 AND revoked_at IS NULL`, Hash(token))
+		if err != nil {
+			return fmt.Errorf("revoke token: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNoToken
+		}
+		b := &pgx.Batch{}
+		cache.QueueAnnounce(b, TokenCache)
+		return tx.SendBatch(ctx, b).Close()
+	})
+}
+
+// TokenCache is the name of the token cache, announced on cache.Notify
+// when a token is revoked.
+const TokenCache = "tokens"
+
+// Tokens answers Authenticate from memory for tokens seen active in the
+// last TTL, and from the Store otherwise. Only active tokens are kept; a
+// revocation drops the cache of every instance when it commits.
+type Tokens struct {
+	Store Store
+	cache cache.Cache[string, uuid.UUID]
+}
+
+// NewTokens caches the store's active tokens for ttl.
+func NewTokens(s Store, ttl time.Duration) *Tokens {
+	return &Tokens{Store: s, cache: cache.Cache[string, uuid.UUID]{Name: TokenCache, TTL: ttl}}
+}
+
+// Follow keeps the cache in step with revocations announced on l (which
+// must listen on cache.Notify) until ctx ends.
+func (t *Tokens) Follow(ctx context.Context, l *pgnotify.Listener) { t.cache.Follow(ctx, l) }
+
+// Authenticate returns the account of an active token, or ErrNoToken.
+func (t *Tokens) Authenticate(ctx context.Context, token string) (uuid.UUID, error) {
+	key := string(Hash(token))
+	if id, ok := t.cache.Get(key); ok {
+		return id, nil
 	}
-	if tag.RowsAffected() == 0 {
-		return ErrNoToken
+	gen := t.cache.Gen()
+	id, err := t.Store.Authenticate(ctx, token)
+	if err == nil {
+		t.cache.Put(gen, key, id)
 	}
-	return nil
+	return id, err
 }
 
 // Authenticate returns the account of an active token, or ErrNoToken.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
@@ -87,6 +88,42 @@ func TestPodctlAgainstRunningService(t *testing.T) {
 		t.Fatalf("products after import: %+v", products.Data)
 	}
 
+	// A create is priced from the catalog as it is now: the second import's
+	// price reaches the next create once its projection commits (the
+	// projector announces the change to the order catalog's cache).
+	tote := products.Data[1].Variants[0].VariantID
+	priced := func(ref string) string {
+		t.Helper()
+		r := c.Do("POST", "/v1/orders/pod", tshirtOrder(tote, ref, 1))
+		var o struct {
+			Pricing struct {
+				Subtotal json.Number `json:"subtotal"`
+			} `json:"pricing"`
+		}
+		r.JSON(t, &o)
+		if r.Status != 201 {
+			t.Fatalf("create a tote order: %d %s", r.Status, r.Body)
+		}
+		return o.Pricing.Subtotal.String()
+	}
+	if got := priced("tote-1"); got != "9.50" {
+		t.Fatalf("tote priced at %s before the price change", got)
+	}
+	if err := os.WriteFile(file, bytes.ReplaceAll(must(os.ReadFile(file)), []byte(`"price":"9.5"`), []byte(`"price":"12.25"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runPodctl(t, bin, env, "catalog", "import", "--account", acct.AccountID, file); r.err != nil {
+		t.Fatalf("second catalog import: %v\n%s", r.err, r.stderr)
+	}
+	n := 1
+	testenv.Eventually(t, 2*time.Second, func() error {
+		n++
+		if got := priced(fmt.Sprintf("tote-%d", n)); got != "12.25" {
+			return fmt.Errorf("tote priced at %s after the price change", got)
+		}
+		return nil
+	})
+
 	r = runPodctl(t, bin, env, "token", "issue", "--account", acct.AccountID)
 	var issued struct{ Token string }
 	if r.err != nil || json.Unmarshal([]byte(r.stdout), &issued) != nil || issued.Token == "" {
@@ -98,9 +135,12 @@ func TestPodctlAgainstRunningService(t *testing.T) {
 	if r := runPodctl(t, bin, env, "token", "revoke", "--token", issued.Token); r.err != nil {
 		t.Fatalf("token revoke: %v %s", r.err, r.stderr)
 	}
-	if got := testenv.NewClient(t, "http://"+d.app.Addr(), issued.Token).Get("/v1/stores"); got.Status != 401 {
-		t.Fatalf("revoked token: %d", got.Status)
-	}
+	testenv.Eventually(t, 2*time.Second, func() error { // the revocation is announced to the token cache
+		if got := testenv.NewClient(t, "http://"+d.app.Addr(), issued.Token).Get("/v1/stores"); got.Status != 401 {
+			return fmt.Errorf("revoked token: %d", got.Status)
+		}
+		return nil
+	})
 	if r := runPodctl(t, bin, env, "token", "revoke", "--token", issued.Token); r.err == nil {
 		t.Fatal("revoking twice succeeded")
 	}
@@ -200,4 +240,11 @@ func TestPodctlCatalogImportRefusesForeignItems(t *testing.T) {
 			t.Errorf("the demo store changed: %+v, was %+v", s, demo)
 		}
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

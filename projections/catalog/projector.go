@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/cache"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,6 +18,10 @@ const ConsumerName = "projections.catalog"
 
 // Tables are the read model tables this projector owns (podctl replay empties them).
 var Tables = []string{"variants", "products", "stores"}
+
+// CacheName is the name the catalog's cached answers (internal/cache) are
+// dropped by: every batch of this projector announces it.
+const CacheName = "catalog"
 
 // errBadPayload marks an event that can never be applied; it is skipped.
 var errBadPayload = errors.New("bad payload")
@@ -43,7 +48,9 @@ func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
 					return fmt.Errorf("catalog event %s: %w", ev.ID, err)
 				}
 			}
-			return nil
+			b := &pgx.Batch{}
+			cache.QueueAnnounce(b, CacheName)
+			return tx.SendBatch(ctx, b).Close()
 		}),
 	}
 }

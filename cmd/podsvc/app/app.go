@@ -20,6 +20,7 @@ import (
 	"github.com/printpod/pod/commands/webhook"
 	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/accounts"
+	"github.com/printpod/pod/internal/cache"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/kafka"
@@ -145,7 +146,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 		Naming: a.Naming}
 
 	a.Notify = pgnotify.New(a.Pool, log, order.NotifyDecided, orderrm.NotifyProjected, jobs.Notify,
-		webhook.NotifyDecided)
+		webhook.NotifyDecided, cache.Notify)
 	a.goRun(func() { a.Notify.Run(runCtx) })
 	a.Bus = &order.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify, Naming: a.Naming}
 	a.WebhookBus = &webhook.Bus{Producer: a.Producer, Pool: a.Pool, Notify: a.Notify, Naming: a.Naming}
@@ -395,15 +396,19 @@ func (a *App) startHTTP(ctx context.Context) error {
 // apiApp completes server with the API's parts and builds the full app.
 func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
 	cfg := a.Config
+	catalog := newOrderCatalog(a.Pool)
+	catalog.variants.Follow(ctx, a.Notify)
+	tokens := accounts.NewTokens(accounts.Store{Pool: a.Pool}, time.Minute)
+	tokens.Follow(ctx, a.Notify)
 	orders := &podhttp.Orders{
-		Creator: &order.Creator{Catalog: newOrderCatalog(a.Pool), Bus: a.Bus, Redis: a.Redis, Prefix: cfg.RedisPrefix, Log: a.Log},
+		Creator: &order.Creator{Catalog: catalog, Bus: a.Bus, Redis: a.Redis, Prefix: cfg.RedisPrefix, Log: a.Log},
 		Bus:     a.Bus,
 		Queries: orderrm.Queries{Pool: a.Pool},
 		Notify:  a.Notify,
 	}
 	worker := &batch.Worker{Pool: a.Pool, Notify: a.Notify, Work: orders.BatchItem, Log: a.Log}
 	a.goRun(func() { worker.Run(ctx) })
-	server.Auth = accounts.Store{Pool: a.Pool}
+	server.Auth = tokens
 	server.Redis = a.Redis
 	server.RateLimit = podhttp.RateLimit{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Prefix: cfg.RedisPrefix,
 		AuthFailRate: cfg.AuthFailRate, AuthFailBurst: cfg.AuthFailBurst}

@@ -9,30 +9,52 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/cache"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	configrm "github.com/printpod/pod/projections/config"
 	"github.com/shopspring/decimal"
 )
 
 // orderCatalog answers the write side's order.Catalog from the catalog and
-// configuration read models: the one place the two sides meet.
+// configuration read models: the one place the two sides meet. Answers are
+// cached (internal/cache): a variant per account until the catalog
+// projector announces a change, the rates (which change only with a
+// migration) for their TTL.
 type orderCatalog struct {
-	catalog catalogrm.Queries
-	rates   *order.RatesCache
+	catalog  catalogrm.Queries
+	config   configrm.Queries
+	variants cache.Cache[variantKey, *order.Variant] // nil: not orderable by the account
+	rates    cache.Cache[struct{}, order.Rates]
 }
 
+type variantKey struct{ account, variant uuid.UUID }
+
 func newOrderCatalog(pool *pgxpool.Pool) *orderCatalog {
-	config := configrm.Queries{Pool: pool}
-	return &orderCatalog{catalog: catalogrm.Queries{Pool: pool},
-		rates: &order.RatesCache{Load: func(ctx context.Context) (order.Rates, error) { return loadRates(ctx, config) }, TTL: 30 * time.Second}}
+	return &orderCatalog{catalog: catalogrm.Queries{Pool: pool}, config: configrm.Queries{Pool: pool},
+		variants: cache.Cache[variantKey, *order.Variant]{Name: catalogrm.CacheName, TTL: time.Minute},
+		rates:    cache.Cache[struct{}, order.Rates]{Name: "rates", TTL: 30 * time.Second}}
 }
 
 func (c *orderCatalog) Variants(ctx context.Context, account uuid.UUID, ids []uuid.UUID) (map[uuid.UUID]order.Variant, error) {
-	found, err := c.catalog.Orderable(ctx, account, ids)
+	out := make(map[uuid.UUID]order.Variant, len(ids))
+	var missing []uuid.UUID
+	for _, id := range ids {
+		v, ok := c.variants.Get(variantKey{account, id})
+		switch {
+		case !ok:
+			missing = append(missing, id)
+		case v != nil:
+			out[id] = *v
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	gen := c.variants.Gen()
+	found, err := c.catalog.Orderable(ctx, account, missing)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[uuid.UUID]order.Variant, len(found))
 	for _, v := range found {
 		price, err := decimal.NewFromString(v.Price)
 		if err != nil {
@@ -42,10 +64,27 @@ func (c *orderCatalog) Variants(ctx context.Context, account uuid.UUID, ids []uu
 			StoreStatus: v.StoreStatus, ProductStatus: v.ProductStatus, Category: v.Category, RequiresYarnType: v.RequiresYarnType,
 			Price: price, SKU: v.SKU, Title: v.Title, ImageURL: v.ImageURL}
 	}
+	for _, id := range missing {
+		var v *order.Variant
+		if found, ok := out[id]; ok {
+			v = &found
+		}
+		c.variants.Put(gen, variantKey{account, id}, v)
+	}
 	return out, nil
 }
 
-func (c *orderCatalog) Rates(ctx context.Context) (order.Rates, error) { return c.rates.Get(ctx) }
+func (c *orderCatalog) Rates(ctx context.Context) (order.Rates, error) {
+	if r, ok := c.rates.Get(struct{}{}); ok {
+		return r, nil
+	}
+	gen := c.rates.Gen()
+	r, err := loadRates(ctx, c.config)
+	if err == nil {
+		c.rates.Put(gen, struct{}{}, r)
+	}
+	return r, err
+}
 
 // loadRates reads the shipping, side, yarn and country tables into the
 // shape pricing uses.

@@ -1,0 +1,74 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/testenv"
+)
+
+func TestALoadThatBeganBeforeADropIsNotKept(t *testing.T) {
+	c := Cache[string, int]{Name: "t", TTL: time.Minute}
+	gen := c.Gen()
+	c.Drop() // a change announced while the load was reading
+	c.Put(gen, "k", 1)
+	if _, ok := c.Get("k"); ok {
+		t.Fatal("an answer read before the drop was kept")
+	}
+	c.Put(c.Gen(), "k", 2)
+	if v, ok := c.Get("k"); !ok || v != 2 {
+		t.Fatalf("an answer read after the drop: %d %v", v, ok)
+	}
+}
+
+func TestAnEntryExpiresAfterItsTTL(t *testing.T) {
+	c := Cache[string, int]{Name: "t", TTL: time.Nanosecond}
+	c.Put(c.Gen(), "k", 1)
+	time.Sleep(time.Microsecond) // longer than the TTL: the point of the test
+	if _, ok := c.Get("k"); ok {
+		t.Fatal("an expired entry was answered")
+	}
+}
+
+// TestAnAnnouncementDropsTheCacheWhenItsTransactionCommits announces a
+// change in a transaction and checks that the cache is dropped.
+func TestAnAnnouncementDropsTheCacheWhenItsTransactionCommits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	url := testenv.NewDatabase(t)
+	pool, err := pg.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	defer cancel()
+	l := pgnotify.New(pool, slog.New(slog.DiscardHandler), Notify)
+	go l.Run(ctx)
+	c := &Cache[string, int]{Name: "tokens", TTL: time.Minute}
+	c.Follow(ctx, l)
+
+	announce := func(name string) {
+		t.Helper()
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			QueueAnnounce(b, name)
+			return tx.SendBatch(ctx, b).Close()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Announced until the listener, started above, hears it.
+	c.Put(c.Gen(), "k", 1)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		announce("tokens")
+		if _, ok := c.Get("k"); ok {
+			return fmt.Errorf("still cached after its announcement")
+		}
+		return nil
+	})
+}
