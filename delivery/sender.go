@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
+	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -164,9 +165,11 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		}
 		recs = append(recs, rec)
 	}
+	var resetStreak func(redis.Pipeliner)
 	switch v.Streak {
 	case StreakReset:
-		s.Streaks.Reset(ctx, t.WebhookID, t.Gen)
+		// With the done marks, after the result is recorded.
+		resetStreak = func(pipe redis.Pipeliner) { s.Streaks.QueueReset(pipe, t.WebhookID, t.Gen) }
 		s.Metrics.observeDelivered(res.At.Sub(t.CreatedAt))
 	case StreakFailed:
 		disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit && s.Streaks.ClaimDisable(ctx, t.WebhookID, t.Gen)
@@ -186,7 +189,9 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		return err
 	}
 	rctx := context.WithoutCancel(ctx)
-	s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, t)
+	if err := s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, t, resetStreak); err != nil && resetStreak != nil {
+		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", t.WebhookID, "err", err)
+	}
 	if disable && s.Disable != nil {
 		// One disable per activation generation: only the failure that
 		// claimed it sends the command, logs and counts it.

@@ -63,11 +63,18 @@ func (s *Streaks) ReleaseDisable(ctx context.Context, id uuid.UUID, gen int) {
 	}
 }
 
-// Reset ends the streak after a successful delivery.
+// Reset ends the streak (a webhook reactivated by its client).
 func (s *Streaks) Reset(ctx context.Context, id uuid.UUID, gen int) {
 	if err := s.Redis.Del(ctx, s.key(id, gen)).Err(); err != nil {
 		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", id, "err", err)
 	}
+}
+
+// QueueReset queues on pipe the end of the streak after a successful
+// delivery: the sender sends it with the delivery's done marks, one round
+// trip for both.
+func (s *Streaks) QueueReset(pipe redis.Pipeliner, id uuid.UUID, gen int) {
+	pipe.Del(context.Background(), s.key(id, gen))
 }
 
 // Counts reads the streaks of several webhooks at once (by position).
@@ -125,13 +132,19 @@ func (m *DoneMarks) Done(ctx context.Context, topic string, partition int32, off
 	return score.Err() == nil || seen.Val() > 0
 }
 
-// Mark records that the record at offset was worked and, when task is not
-// nil, that its task was attempted.
-func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64, task schemas.DeliveryTask) {
+// Mark records that the record at offset was worked and its task
+// attempted; also queues more commands (a streak's reset) into the same
+// round trip. It reports whether Redis took them.
+func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64, task schemas.DeliveryTask,
+	also func(redis.Pipeliner)) error {
 	pipe := m.Redis.Pipeline()
 	pipe.ZAdd(ctx, m.key(topic, partition), redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)})
 	pipe.Set(ctx, m.idKey(task), 1, IDTTL)
-	_, _ = pipe.Exec(ctx)
+	if also != nil {
+		also(pipe)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // MarkOffsets records, in one round trip, that the jobs' records were worked.
