@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +19,11 @@ type Event struct {
 	Type       string          `json:"topic"`
 	OccurredAt time.Time       `json:"created_at"`
 	Data       json.RawMessage `json:"data"`
+	// value is the data as built, kept by NewEventWithID so that the
+	// process that made the event (the order decider evolving its state)
+	// reads it without decoding Data again. Never on an event read from a
+	// record.
+	value any
 }
 
 // NewEvent wraps data in an envelope with a fresh random id.
@@ -31,11 +37,20 @@ func NewEventWithID(id uuid.UUID, typ string, at time.Time, data any) (Event, er
 	if err != nil {
 		return Event{}, fmt.Errorf("encode %s: %w", typ, err)
 	}
-	return Event{ID: id, Type: typ, OccurredAt: at.UTC(), Data: raw}, nil
+	return Event{ID: id, Type: typ, OccurredAt: at.UTC(), Data: raw, value: data}, nil
 }
 
-// Decode unmarshals the event's data into v.
+// Decode unmarshals the event's data into v: a copy of the data it was
+// built from, when that is what v points to.
 func (e Event) Decode(v any) error {
+	if e.value != nil {
+		if dst := reflect.ValueOf(v); dst.Kind() == reflect.Pointer && !dst.IsNil() {
+			if src := reflect.ValueOf(e.value); src.Type() == dst.Elem().Type() {
+				dst.Elem().Set(src)
+				return nil
+			}
+		}
+	}
 	if err := json.Unmarshal(e.Data, v); err != nil {
 		return fmt.Errorf("decode %s %s: %w", e.Type, e.ID, err)
 	}
