@@ -47,7 +47,7 @@ func newBadTokens() *badTokens {
 //
 // Failed authentication is limited per client address: past the budget a
 // bad token answers 429 instead of 401, so guessing tokens is slow.
-func requireToken(auth Authenticator, rdb *redis.Client, cfg RateLimit, log *slog.Logger) fiber.Handler {
+func requireToken(auth Authenticator, rdb redis.Cmdable, cfg RateLimit, log *slog.Logger) fiber.Handler {
 	authFailLimit := redis_rate.Limit{Rate: max(1, cfg.AuthFailRate), Burst: max(1, cfg.AuthFailBurst), Period: time.Second}
 	prefix := cfg.Prefix
 	bad := newBadTokens()

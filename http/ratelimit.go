@@ -28,7 +28,7 @@ type RateLimit struct {
 
 // rateLimit answers 429 RATE_LIMITED when the token's budget is spent. When
 // Redis does not answer, requests pass (the limit degrades, the API does not).
-func rateLimit(rdb *redis.Client, cfg RateLimit, log *slog.Logger) fiber.Handler {
+func rateLimit(rdb redis.Cmdable, cfg RateLimit, log *slog.Logger) fiber.Handler {
 	limiter := redis_rate.NewLimiter(rdb)
 	limit := redis_rate.Limit{Rate: cfg.Rate, Burst: cfg.Burst, Period: time.Second}
 	var lastWarn atomic.Int64 // unix nanos of the last warning

@@ -74,7 +74,7 @@ func (e *DuplicateOrderError) Error() string {
 type Creator struct {
 	Catalog Catalog
 	Bus     *Bus
-	Redis   *redis.Client
+	Redis   redis.Cmdable
 	Prefix  string
 	Log     *slog.Logger
 	Wait    time.Duration // for the decision; default 10s

@@ -379,7 +379,10 @@ func (a *App) startHTTP(ctx context.Context) error {
 	}
 	var fapp *fiber.App
 	if cfg.HasRole(config.RoleAPI) {
-		fapp = a.apiApp(ctx, server)
+		var err error
+		if fapp, err = a.apiApp(ctx, server); err != nil {
+			return err
+		}
 	} else {
 		fapp = server.OpsApp()
 	}
@@ -394,14 +397,20 @@ func (a *App) startHTTP(ctx context.Context) error {
 }
 
 // apiApp completes server with the API's parts and builds the full app.
-func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
+func (a *App) apiApp(ctx context.Context, server *podhttp.Server) (*fiber.App, error) {
 	cfg := a.Config
+	// The API's per-request Redis commands (rate limits, the soft duplicate
+	// claim) share round trips under load.
+	counters, err := a.Redis.AutoPipeline()
+	if err != nil {
+		return nil, fmt.Errorf("redis automatic pipelining: %w", err)
+	}
 	catalog := newOrderCatalog(a.Pool)
 	catalog.variants.Follow(ctx, a.Notify)
 	tokens := accounts.NewTokens(accounts.Store{Pool: a.Pool}, time.Minute)
 	tokens.Follow(ctx, a.Notify)
 	orders := &podhttp.Orders{
-		Creator: &order.Creator{Catalog: catalog, Bus: a.Bus, Redis: a.Redis, Prefix: cfg.RedisPrefix, Log: a.Log},
+		Creator: &order.Creator{Catalog: catalog, Bus: a.Bus, Redis: counters, Prefix: cfg.RedisPrefix, Log: a.Log},
 		Bus:     a.Bus,
 		Queries: orderrm.Queries{Pool: a.Pool},
 		Notify:  a.Notify,
@@ -410,6 +419,7 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
 	a.goRun(func() { worker.Run(ctx) })
 	server.Auth = tokens
 	server.Redis = a.Redis
+	server.Counters = counters
 	server.RateLimit = podhttp.RateLimit{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Prefix: cfg.RedisPrefix,
 		AuthFailRate: cfg.AuthFailRate, AuthFailBurst: cfg.AuthFailBurst}
 	server.Catalog = catalogrm.Queries{Pool: a.Pool}
@@ -418,7 +428,7 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) *fiber.App {
 	server.Batches = &podhttp.Batches{Pool: a.Pool}
 	server.Webhooks = &podhttp.Webhooks{Pool: a.Pool, Bus: a.WebhookBus, Box: a.Box, Guard: a.Guard, Streaks: a.Streaks,
 		Deliveries: deliveryrm.Queries{Pool: a.Pool}, Producer: a.Producer, Log: a.Log, Naming: a.Naming}
-	return server.App()
+	return server.App(), nil
 }
 
 // Addr is the API's listen address (useful when POD_HTTP_ADDR has port 0).
