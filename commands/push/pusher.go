@@ -79,8 +79,7 @@ func (w *Worker) Run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for c := range calls {
-				w.call(ctx, c)
-				<-room
+				w.call(ctx, c, func() { <-room })
 			}
 		}()
 	}
@@ -171,10 +170,12 @@ func (w *Worker) claim(ctx context.Context, n int) ([]call, error) {
 }
 
 // call pushes one order to the platform (the client retries transient
-// errors) and sends the decider the outcome. When it cannot (shutting
-// down, Kafka away) the job's lease runs out and the call is made again,
-// under the same idempotency key.
-func (w *Worker) call(ctx context.Context, c call) {
+// errors) and sends the decider the outcome, without waiting for the
+// broker: done runs once the outcome is acknowledged or failed, so the
+// caller makes its next call meanwhile. When the outcome cannot be sent
+// (shutting down, Kafka away) the job's lease runs out and the call is made
+// again, under the same idempotency key.
+func (w *Worker) call(ctx context.Context, c call, done func()) {
 	j := c.job
 	cmd := order.Command{OrderID: j.ID, Attempt: j.Attempt}
 	switch {
@@ -185,6 +186,7 @@ func (w *Worker) call(ctx context.Context, c call) {
 	default:
 		res, err := w.Platform.CreateOrder(ctx, c.domain, c.push.IdempotencyKey, c.push.Order)
 		if ctx.Err() != nil {
+			done()
 			return
 		}
 		if err != nil {
@@ -198,7 +200,18 @@ func (w *Worker) call(ctx context.Context, c call) {
 		}
 	}
 	cmd.ID = order.JobCommandID(j.ID, cmd.Kind, j.Attempt)
-	if err := order.Send(ctx, w.Producer, w.Naming, cmd); err != nil && ctx.Err() == nil {
-		w.Log.Warn("sending a push outcome failed; the job is worked again when its lease ends", "order", j.ID, "err", err)
+	rec, err := order.Record(w.Naming, cmd)
+	if err != nil {
+		w.Log.Error("push outcome not encodable; the job is worked again when its lease ends", "order", j.ID, "err", err)
+		done()
+		return
 	}
+	pctx, cancel := context.WithTimeout(ctx, produceWait)
+	w.Producer.Produce(pctx, rec, func(_ *kgo.Record, err error) {
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			w.Log.Warn("sending a push outcome failed; the job is worked again when its lease ends", "order", j.ID, "err", err)
+		}
+		done()
+	})
 }
