@@ -25,13 +25,13 @@ const BodyLimit = 1 << 20
 
 // Server holds what the handlers need.
 type Server struct {
-	Log       *slog.Logger
-	Auth      Authenticator
-	Redis     *redis.Client
+	Log   *slog.Logger
+	Auth  Authenticator
+	Redis *redis.Client
 	// Counters are the per-request Redis commands (rate limits), issued
 	// through Redis's automatic pipelining so concurrent requests share
 	// round trips; Redis when nil.
-	Counters redis.Cmdable
+	Counters  redis.Cmdable
 	RateLimit RateLimit
 	Catalog   catalogrm.Queries
 	Config    configrm.Queries
