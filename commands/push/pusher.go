@@ -73,22 +73,38 @@ func (w *Worker) Run(ctx context.Context) {
 	defer stop()
 	calls := make(chan call)
 	room := make(chan struct{}, 4*w.Calls) // calls leased and not yet done
+	freed := make(chan struct{}, 1)        // a call is done: room to claim again
+	release := func() {
+		<-room
+		select {
+		case freed <- struct{}{}:
+		default:
+		}
+	}
 	var wg sync.WaitGroup
 	for range w.Calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for c := range calls {
-				w.call(ctx, c, func() { <-room })
+				w.call(ctx, c, release)
 			}
 		}()
 	}
 	defer func() { close(calls); wg.Wait() }()
 	for ctx.Err() == nil {
 		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
+			// While every leased call is still in flight, claim again as
+			// soon as one is done: due calls wait on this worker, not on a
+			// wake or the poll.
 			free := cap(room) - len(room)
-			if free == 0 {
-				return false, nil // every caller is busy: look again at the next wake or poll
+			for free == 0 {
+				select {
+				case <-freed:
+				case <-ctx.Done():
+					return false, ctx.Err()
+				}
+				free = cap(room) - len(room)
 			}
 			leased, err := w.claim(ctx, min(free, claimSize))
 			if err != nil && ctx.Err() == nil {
