@@ -165,11 +165,12 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		}
 		recs = append(recs, rec)
 	}
-	var resetStreak func(redis.Pipeliner)
+	var reset redis.Cmder
 	switch v.Streak {
 	case StreakReset:
-		// With the done marks, after the result is recorded.
-		resetStreak = func(pipe redis.Pipeliner) { s.Streaks.QueueReset(pipe, t.WebhookID, t.Gen) }
+		// Issued now on the marks' pipelined client, read after the marks:
+		// it shares their round trips and is not held behind the record.
+		reset = s.Streaks.ResetWith(context.WithoutCancel(ctx), s.Marks.Redis, t.WebhookID, t.Gen)
 		s.Metrics.observeDelivered(res.At.Sub(t.CreatedAt))
 	case StreakFailed:
 		disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit && s.Streaks.ClaimDisable(ctx, t.WebhookID, t.Gen)
@@ -189,8 +190,9 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		return err
 	}
 	rctx := context.WithoutCancel(ctx)
-	if err := s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, t, resetStreak); err != nil && resetStreak != nil {
-		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", t.WebhookID, "err", err)
+	_ = s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, t)
+	if reset != nil && reset.Err() != nil {
+		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", t.WebhookID, "err", reset.Err())
 	}
 	if disable && s.Disable != nil {
 		// One disable per activation generation: only the failure that

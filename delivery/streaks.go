@@ -70,11 +70,11 @@ func (s *Streaks) Reset(ctx context.Context, id uuid.UUID, gen int) {
 	}
 }
 
-// QueueReset queues on pipe the end of the streak after a successful
-// delivery: the sender sends it with the delivery's done marks, one round
-// trip for both.
-func (s *Streaks) QueueReset(pipe redis.Pipeliner, id uuid.UUID, gen int) {
-	pipe.Del(context.Background(), s.key(id, gen))
+// ResetWith ends the streak after a successful delivery through r (the
+// sender's pipelined client), returning the command, whose result may be
+// read later.
+func (s *Streaks) ResetWith(ctx context.Context, r redis.Cmdable, id uuid.UUID, gen int) redis.Cmder {
+	return r.Del(ctx, s.key(id, gen))
 }
 
 // Counts reads the streaks of several webhooks at once (by position).
@@ -107,8 +107,12 @@ func (s *Streaks) Counts(ctx context.Context, ids []uuid.UUID, gens []int) ([]in
 // per (delivery, run, attempt), for IDTTL: the same task put on the log
 // twice (a fan-out batch redone after a crash) is attempted once. Without
 // Redis every record is worked: delivery stays at least once.
+//
+// Redis is best an asynchronous automatic pipeline (go-redis's
+// AsyncAutoPipeline): a call issues its commands together and then waits,
+// so the marks of every delivery in flight share round trips.
 type DoneMarks struct {
-	Redis  *redis.Client
+	Redis  redis.Cmdable
 	Prefix string
 }
 
@@ -125,35 +129,38 @@ func (m *DoneMarks) idKey(t schemas.DeliveryTask) string {
 
 // Done reports whether the record at offset, or the same task, was worked.
 func (m *DoneMarks) Done(ctx context.Context, topic string, partition int32, offset int64, t schemas.DeliveryTask) bool {
-	pipe := m.Redis.Pipeline()
-	score := pipe.ZScore(ctx, m.key(topic, partition), strconv.FormatInt(offset, 10))
-	seen := pipe.Exists(ctx, m.idKey(t))
-	_, _ = pipe.Exec(ctx)
+	score := m.Redis.ZScore(ctx, m.key(topic, partition), strconv.FormatInt(offset, 10))
+	seen := m.Redis.Exists(ctx, m.idKey(t))
 	return score.Err() == nil || seen.Val() > 0
 }
 
 // Mark records that the record at offset was worked and its task
-// attempted; also queues more commands (a streak's reset) into the same
-// round trip. It reports whether Redis took them.
-func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64, task schemas.DeliveryTask,
-	also func(redis.Pipeliner)) error {
-	pipe := m.Redis.Pipeline()
-	pipe.ZAdd(ctx, m.key(topic, partition), redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)})
-	pipe.Set(ctx, m.idKey(task), 1, IDTTL)
-	if also != nil {
-		also(pipe)
-	}
-	_, err := pipe.Exec(ctx)
-	return err
+// attempted. It reports whether Redis took both.
+func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64, task schemas.DeliveryTask) error {
+	return firstErr([]redis.Cmder{
+		m.Redis.ZAdd(ctx, m.key(topic, partition), redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)}),
+		m.Redis.Set(ctx, m.idKey(task), 1, IDTTL),
+	})
 }
 
-// MarkOffsets records, in one round trip, that the jobs' records were worked.
+// MarkOffsets records that the jobs' records were worked.
 func (m *DoneMarks) MarkOffsets(ctx context.Context, jobs []job) {
-	pipe := m.Redis.Pipeline()
-	for _, j := range jobs {
-		pipe.ZAdd(ctx, m.key(j.tp.topic, j.tp.partition), redis.Z{Score: float64(j.offset), Member: strconv.FormatInt(j.offset, 10)})
+	cmds := make([]redis.Cmder, len(jobs))
+	for i, j := range jobs {
+		cmds[i] = m.Redis.ZAdd(ctx, m.key(j.tp.topic, j.tp.partition), redis.Z{Score: float64(j.offset), Member: strconv.FormatInt(j.offset, 10)})
 	}
-	_, _ = pipe.Exec(ctx)
+	_ = firstErr(cmds)
+}
+
+// firstErr waits for cmds and returns the first error.
+func firstErr(cmds []redis.Cmder) error {
+	var first error
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // Forget drops the marks below a committed offset.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -200,4 +201,51 @@ func TestHandlerWarningsCarryTheRequestID(t *testing.T) {
 		}
 		return fmt.Errorf("no idempotency warning logged")
 	})
+}
+
+// TestAHangingRedisDoesNotHoldCreates points an API at a Redis that
+// accepts connections and never answers: the rate limit and the soft
+// duplicate claim give up after their short timeouts, so a create still
+// answers 201 well within the client's 5 s.
+func TestAHangingRedisDoesNotHoldCreates(t *testing.T) {
+	d := startDemo(t)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	a, _ := startLogged(t, d.peerConfig(t, func(c *config.Config) {
+		c.RedisURL = "redis://" + ln.Addr().String() + "/0"
+		c.Roles = []string{config.RoleAPI}
+		c.DemoToken = ""
+	}))
+	c := testenv.NewClient(t, "http://"+a.Addr(), d.cfg.DemoToken)
+	c.HTTP.Timeout = 5 * time.Second
+	for i := range 3 {
+		r := c.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, fmt.Sprintf("hang-%d", i), 1))
+		if r.Status != 201 {
+			t.Fatalf("create %d with Redis hanging: %d %s", i, r.Status, r.Body)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,6 +22,30 @@ func Open(ctx context.Context, url string) (*redis.Client, error) {
 	}
 	opt.MaxRetries = 1
 	return redis.NewClient(opt), nil
+}
+
+// CounterTimeout bounds a counter command (OpenCounters): past it the
+// caller goes on as if Redis were away.
+const CounterTimeout = 100 * time.Millisecond
+
+// OpenCounters opens a second client on c's Redis for the API's
+// per-request counters (rate limits, the soft duplicate claim) and returns
+// it with its automatic pipeline, through which concurrent requests share
+// round trips. Pipelined commands do not follow their caller's context, so
+// the client's own timeouts bound them (CounterTimeout, no retry): a Redis
+// that hangs lets requests through after that, as the counters' callers
+// expect. Close the client when done.
+func OpenCounters(c *redis.Client) (*redis.Client, *redis.AutoPipeliner, error) {
+	opt := *c.Options()
+	opt.ReadTimeout, opt.WriteTimeout, opt.MaxRetries = CounterTimeout, CounterTimeout, -1
+	opt.AutoPipelineOptions = nil
+	counters := redis.NewClient(&opt)
+	ap, err := counters.AutoPipeline()
+	if err != nil {
+		counters.Close()
+		return nil, nil, err
+	}
+	return counters, ap, nil
 }
 
 // UseLogger sends the Redis client's own messages (dial failures and the

@@ -51,6 +51,7 @@ type App struct {
 	Pool     *pgxpool.Pool // the API's (and operator tasks')
 	Work     *pgxpool.Pool // deciders, projectors, pusher and delivery: never waits behind requests
 	Redis    *redis.Client
+	counters *redis.Client // the API's counters (rdb.OpenCounters)
 	Producer *kgo.Client
 	Brokers  []string
 	// Naming is how topics and consumer groups are named on the cluster
@@ -165,7 +166,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 		a.goRun(func() { pruneDecisions(runCtx, a.Work, log) })
 	}
 	if cfg.HasRole(config.RoleDelivery) {
-		a.startDelivery(runCtx, runner)
+		if err = a.startDelivery(runCtx, runner); err != nil {
+			runCancel()
+			a.wg.Wait()
+			return nil, err
+		}
 	}
 	if cfg.HasRole(config.RolePusher) {
 		if err = a.startPusher(runCtx); err != nil {
@@ -322,8 +327,13 @@ func (a *App) startPusher(ctx context.Context) error {
 
 // startDelivery starts the fan-out of order events to delivery tasks and
 // the sender working them.
-func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
+func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) error {
 	cfg := a.Config
+	// The done marks of every delivery in flight share Redis round trips.
+	marks, err := a.Redis.AsyncAutoPipeline()
+	if err != nil {
+		return fmt.Errorf("redis automatic pipelining: %w", err)
+	}
 	a.runConsumer(ctx, runner, (&delivery.Fanout{Log: a.Log, Naming: a.Naming}).Consumer())
 	a.Sender = &delivery.Sender{
 		Hooks:    &delivery.Hooks{Pool: a.Work, Box: a.Box},
@@ -331,7 +341,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 		Brokers:  a.Brokers,
 		HTTP:     a.Guard.Client(cfg.WebhookTimeout),
 		Streaks:  a.Streaks,
-		Marks:    &delivery.DoneMarks{Redis: a.Redis, Prefix: cfg.RedisPrefix},
+		Marks:    &delivery.DoneMarks{Redis: marks, Prefix: cfg.RedisPrefix},
 		Disable: func(ctx context.Context, id, account uuid.UUID, gen int) error {
 			return webhook.Send(ctx, a.Producer, a.Naming, webhook.Command{ID: uuid.NewSHA1(id, fmt.Appendf(nil, "auto-disable/%d", gen)),
 				Kind: webhook.KindDisable, AccountID: account, WebhookID: id, Gen: gen, Reason: webhook.ReasonTooManyFailures})
@@ -347,6 +357,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) {
 		Naming:      a.Naming,
 	}
 	a.goRun(func() { a.Sender.Run(ctx) })
+	return nil
 }
 
 // pruneDecisions drops the deciders' old decisions hourly.
@@ -401,10 +412,11 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) (*fiber.App, e
 	cfg := a.Config
 	// The API's per-request Redis commands (rate limits, the soft duplicate
 	// claim) share round trips under load.
-	counters, err := a.Redis.AutoPipeline()
+	counterClient, counters, err := rdb.OpenCounters(a.Redis)
 	if err != nil {
 		return nil, fmt.Errorf("redis automatic pipelining: %w", err)
 	}
+	a.counters = counterClient
 	catalog := newOrderCatalog(a.Pool)
 	catalog.variants.Follow(ctx, a.Notify)
 	tokens := accounts.NewTokens(accounts.Store{Pool: a.Pool}, time.Minute)
@@ -487,6 +499,9 @@ func (a *App) closeDeps() {
 	}
 	if a.embedded != nil {
 		a.embedded.Close()
+	}
+	if a.counters != nil {
+		a.counters.Close()
 	}
 	if a.Redis != nil {
 		a.Redis.Close()
