@@ -27,11 +27,13 @@ const Queue = "batch"
 const (
 	// run is how many items one job holds.
 	run = 16
-	// lease is how long a worker keeps its jobs. An item's create waits
-	// at most a few seconds for its decision and projection, so a run
-	// ends well within it; when a worker dies its runs come due again
-	// after it, and the items it decided find their decisions.
-	lease = 30 * time.Second
+	// lease is how long a worker keeps its job. A round works one run,
+	// its items all at once, and an item's create waits at most 10 s for
+	// its soft duplicate claim, 10 s for its decision and 10 s for its
+	// projection, so a round ends within it; when a worker dies its run
+	// comes due again after it, and the items it decided find their
+	// decisions.
+	lease = 45 * time.Second
 	// retryAfter is when a run with undecided items (a dependency away)
 	// is worked again.
 	retryAfter = 5 * time.Second
@@ -133,8 +135,9 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
-// round leases a few runs, works their pending items and stores the
-// results. It returns how many jobs it leased.
+// round leases as many runs as it works items at once, works their
+// pending items and stores the results. It returns how many jobs it
+// leased.
 func (w *Worker) round(ctx context.Context) (int, error) {
 	leased, err := w.claim(ctx)
 	if err != nil || len(leased) == 0 {
@@ -179,7 +182,7 @@ func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	leased, err := jobs.Claim(ctx, tx, Queue, max(1, 4*w.Concurrency/run), lease)
+	leased, err := jobs.Claim(ctx, tx, Queue, max(1, w.Concurrency/run), lease)
 	if err != nil {
 		return nil, err
 	}
