@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,15 +24,16 @@ import (
 type orderCatalog struct {
 	catalog  catalogrm.Queries
 	config   configrm.Queries
-	variants cache.Cache[variantKey, *order.Variant] // nil: not orderable by the account
+	variants cache.Cache[variantKey, order.Variant] // orderable ones only
 	rates    cache.Cache[struct{}, order.Rates]
+	loading  sync.Mutex // one load of the rates at a time
 }
 
 type variantKey struct{ account, variant uuid.UUID }
 
 func newOrderCatalog(pool *pgxpool.Pool) *orderCatalog {
 	return &orderCatalog{catalog: catalogrm.Queries{Pool: pool}, config: configrm.Queries{Pool: pool},
-		variants: cache.Cache[variantKey, *order.Variant]{Name: catalogrm.CacheName, TTL: time.Minute},
+		variants: cache.Cache[variantKey, order.Variant]{Name: catalogrm.CacheName, TTL: time.Minute},
 		rates:    cache.Cache[struct{}, order.Rates]{Name: "rates", TTL: 30 * time.Second}}
 }
 
@@ -39,12 +41,10 @@ func (c *orderCatalog) Variants(ctx context.Context, account uuid.UUID, ids []uu
 	out := make(map[uuid.UUID]order.Variant, len(ids))
 	var missing []uuid.UUID
 	for _, id := range ids {
-		v, ok := c.variants.Get(variantKey{account, id})
-		switch {
-		case !ok:
+		if v, ok := c.variants.Get(variantKey{account, id}); ok {
+			out[id] = v
+		} else {
 			missing = append(missing, id)
-		case v != nil:
-			out[id] = *v
 		}
 	}
 	if len(missing) == 0 {
@@ -64,12 +64,11 @@ func (c *orderCatalog) Variants(ctx context.Context, account uuid.UUID, ids []uu
 			StoreStatus: v.StoreStatus, ProductStatus: v.ProductStatus, Category: v.Category, RequiresYarnType: v.RequiresYarnType,
 			Price: price, SKU: v.SKU, Title: v.Title, ImageURL: v.ImageURL}
 	}
+	// Only what exists is kept: ids a client makes up must not fill memory.
 	for _, id := range missing {
-		var v *order.Variant
-		if found, ok := out[id]; ok {
-			v = &found
+		if v, ok := out[id]; ok {
+			c.variants.Put(gen, variantKey{account, id}, v)
 		}
-		c.variants.Put(gen, variantKey{account, id}, v)
 	}
 	return out, nil
 }
@@ -77,6 +76,11 @@ func (c *orderCatalog) Variants(ctx context.Context, account uuid.UUID, ids []uu
 func (c *orderCatalog) Rates(ctx context.Context) (order.Rates, error) {
 	if r, ok := c.rates.Get(struct{}{}); ok {
 		return r, nil
+	}
+	c.loading.Lock()
+	defer c.loading.Unlock()
+	if r, ok := c.rates.Get(struct{}{}); ok {
+		return r, nil // loaded by the request this one waited for
 	}
 	gen := c.rates.Gen()
 	r, err := loadRates(ctx, c.config)
