@@ -56,7 +56,10 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 }
 
 type round struct {
-	tasks   []schemas.DeliveryTask
+	tasks []schemas.DeliveryTask
+	// firsts[i], when set, is the result of tasks[i]'s first attempt,
+	// met in the same batch: the task's row is written with it applied.
+	firsts  []*schemas.AttemptResult
 	results []schemas.AttemptResult
 }
 
@@ -64,9 +67,16 @@ type round struct {
 type rounds struct {
 	list []round
 	seen map[uuid.UUID]int // records of each delivery so far
+	// open are the deliveries whose last record so far is the task of a
+	// first run with no result yet: where that task sits.
+	open map[uuid.UUID]taskAt
 }
 
-func newRounds() *rounds { return &rounds{seen: map[uuid.UUID]int{}} }
+type taskAt struct{ round, index int }
+
+func newRounds() *rounds {
+	return &rounds{seen: map[uuid.UUID]int{}, open: map[uuid.UUID]taskAt{}}
+}
 
 func (w *rounds) round(id uuid.UUID) *round {
 	i := w.seen[id]
@@ -85,13 +95,31 @@ func (w *rounds) add(b *pgx.Batch, topic string, r *kgo.Record) error {
 		if err := json.Unmarshal(r.Value, &t); err != nil {
 			return err
 		}
+		n := w.seen[t.DeliveryID]
 		rd := w.round(t.DeliveryID)
 		rd.tasks = append(rd.tasks, t)
+		rd.firsts = append(rd.firsts, nil)
+		delete(w.open, t.DeliveryID)
+		if t.Run == 1 {
+			w.open[t.DeliveryID] = taskAt{round: n, index: len(rd.tasks) - 1}
+		}
 	case schemas.TopicWebhookAttempts:
 		var res schemas.AttemptResult
 		if err := json.Unmarshal(r.Value, &res); err != nil {
 			return err
 		}
+		if at, ok := w.open[res.DeliveryID]; ok && res.Run == 1 && res.Attempt == 1 {
+			// The first attempt's result right after its task: one row
+			// write for both. The result still goes in the task's round,
+			// after the tasks, where it changes only a row that existed
+			// before (a batch redone, a result met before its task).
+			delete(w.open, res.DeliveryID)
+			rd := &w.list[at.round]
+			rd.firsts[at.index] = &res
+			rd.results = append(rd.results, res)
+			return nil
+		}
+		delete(w.open, res.DeliveryID)
 		rd := w.round(res.DeliveryID)
 		rd.results = append(rd.results, res)
 	case schemas.TopicWebhookEvents:
@@ -119,36 +147,57 @@ func (w *rounds) add(b *pgx.Batch, topic string, r *kgo.Record) error {
 // flush queues the rounds collected so far, in order, and starts anew.
 func (w *rounds) flush(b *pgx.Batch) {
 	for _, rd := range w.list {
-		queueTasks(b, rd.tasks)
+		queueTasks(b, rd.tasks, rd.firsts)
 		queueResults(b, rd.results)
 	}
 	w.list = w.list[:0]
 	clear(w.seen)
+	clear(w.open)
 }
 
 // queueTasks records deliveries (first attempt of a run): new rows, or a
 // newer run of a resent one. Deliveries of a webhook that no longer exists
-// are not recorded.
-func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask) {
+// are not recorded. A new row of a task whose first result is in firsts is
+// written with that result applied, as queueResults would have left it;
+// only first runs are merged, so on a conflict (the row exists) the task
+// alone applies, and the result's own upsert follows. An existing row the
+// task would not change is not rewritten.
+func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask, firsts []*schemas.AttemptResult) {
 	if len(ts) == 0 {
 		return
 	}
 	n := len(ts)
 	ids, hooks, accounts, events := make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
-	topics, payloads := make([]string, n), make([]string, n)
-	runs, gens := make([]int32, n), make([]int32, n)
-	due, created := make([]time.Time, n), make([]time.Time, n)
+	topics, payloads, statuses := make([]string, n), make([]string, n), make([]string, n)
+	runs, gens, attempts, runAttempts := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	codes, errs := make([]*int, n), make([]*string, n)
+	next, delivered := make([]*time.Time, n), make([]*time.Time, n)
+	created := make([]time.Time, n)
 	for i, t := range ts {
 		ids[i], hooks[i], accounts[i], events[i] = t.DeliveryID, t.WebhookID, t.AccountID, t.EventID
-		topics[i], payloads[i] = t.Topic, string(t.Payload)
+		topics[i], payloads[i], statuses[i] = t.Topic, string(t.Payload), schemas.DeliveryPending
 		runs[i], gens[i] = int32(t.Run), int32(t.Gen)
-		due[i], created[i] = t.DueAt, t.CreatedAt
+		due := t.DueAt
+		next[i], created[i] = &due, t.CreatedAt
+		if r := firsts[i]; r != nil {
+			statuses[i], runAttempts[i], errs[i], next[i] = r.Status, int32(r.Attempt), r.Error, r.NextRetryAt
+			if r.Attempted {
+				attempts[i], codes[i] = 1, r.StatusCode
+			}
+			if r.Status == schemas.DeliverySuccess {
+				at := r.At
+				delivered[i] = &at
+			}
+		}
 	}
-	b.Queue(`INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, payload, status, run, gen,
-			next_retry_at, created_at)
-		SELECT t.id, t.webhook_id, t.account_id, t.event_id, t.topic, t.payload::json, 'pending', t.run, t.gen, t.due, t.created
-		FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::int[],
-			$9::timestamptz[], $10::timestamptz[]) AS t(id, webhook_id, account_id, event_id, topic, payload, run, gen, due, created)
+	b.Queue(`INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, payload, status, attempts, run,
+			run_attempt, gen, last_status_code, last_error, next_retry_at, delivered_at, created_at)
+		SELECT t.id, t.webhook_id, t.account_id, t.event_id, t.topic, t.payload::json, t.status, t.attempts, t.run,
+			t.run_attempt, t.gen, t.code, t.error, t.next, t.delivered, t.created
+		FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::int[], $9::int[],
+			$10::int[], $11::int[], $12::int[], $13::text[], $14::timestamptz[], $15::timestamptz[], $16::timestamptz[])
+			AS t(id, webhook_id, account_id, event_id, topic, payload, status, attempts, run, run_attempt, gen, code, error,
+			next, delivered, created)
 		WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = t.webhook_id)
 		ON CONFLICT (id) DO UPDATE SET
 			payload = COALESCE(webhook_deliveries.payload, excluded.payload),
@@ -157,8 +206,11 @@ func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask) {
 			next_retry_at = CASE WHEN webhook_deliveries.run < excluded.run THEN excluded.next_retry_at ELSE webhook_deliveries.next_retry_at END,
 			gen = GREATEST(webhook_deliveries.gen, excluded.gen),
 			run = GREATEST(webhook_deliveries.run, excluded.run),
-			updated_at = now()`,
-		ids, hooks, accounts, events, topics, payloads, runs, gens, due, created)
+			updated_at = now()
+		WHERE webhook_deliveries.payload IS NULL OR webhook_deliveries.run < excluded.run
+			OR webhook_deliveries.gen < excluded.gen`,
+		ids, hooks, accounts, events, topics, payloads, statuses, attempts, runs, runAttempts, gens, codes, errs, next,
+		delivered, created)
 }
 
 // queueResults applies attempt results once each: to its run, past the

@@ -1,0 +1,124 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestTheLogRowIsTheSameHoweverItsRecordsAreBatched applies the records
+// of deliveries (a task and its results, a result met before its task, a
+// resend) split into batches every way the tests below name, twice each
+// (a batch redone), and checks that each delivery's row is the same as
+// when every record is its own batch.
+func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.NewDatabase(t)
+	if err := pg.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pg.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	n := schemas.Naming{}
+	hook, account := uuid.New(), uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO webhooks (id, account_id, url, topics, is_active, gen, secret, created_at, updated_at)
+		VALUES ($1, $2, 'https://example.com/h', '{order.created}', true, 1, 's', now(), now())`, hook, account); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	task := func(d uuid.UUID, run int) *kgo.Record {
+		v, _ := json.Marshal(schemas.DeliveryTask{DeliveryID: d, WebhookID: hook, AccountID: account, EventID: d, Topic: "order.created",
+			Gen: 1, Run: run, Attempt: 1, DueAt: at.Add(time.Duration(run) * time.Minute), CreatedAt: at, Payload: json.RawMessage(`{"id":1}`)})
+		return &kgo.Record{Topic: n.Topic(schemas.TopicWebhookDeliveries), Value: v}
+	}
+	result := func(d uuid.UUID, run, attempt int, status string) *kgo.Record {
+		code := 500
+		r := schemas.AttemptResult{DeliveryID: d, WebhookID: hook, AccountID: account, EventID: d, Topic: "order.created", Gen: 1,
+			Run: run, Attempt: attempt, Attempted: true, Status: status, StatusCode: &code, At: at.Add(time.Duration(attempt) * time.Second), CreatedAt: at}
+		if status == schemas.DeliverySuccess {
+			code = 200
+		} else {
+			next := at.Add(time.Hour)
+			msg := "HTTP 500"
+			r.NextRetryAt, r.Error = &next, &msg
+		}
+		v, _ := json.Marshal(r)
+		return &kgo.Record{Topic: n.Topic(schemas.TopicWebhookAttempts), Value: v}
+	}
+	histories := map[string]func(d uuid.UUID) []*kgo.Record{
+		"delivered at once": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliverySuccess)}
+		},
+		"failed, then delivered": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliveryPending), result(d, 1, 2, schemas.DeliverySuccess)}
+		},
+		"result met before its task": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{result(d, 1, 1, schemas.DeliveryPending), task(d, 1), result(d, 1, 2, schemas.DeliverySuccess)}
+		},
+		"failed, resent, delivered": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliveryFailed), task(d, 2), result(d, 2, 1, schemas.DeliverySuccess)}
+		},
+	}
+	handle := Projector(n, slog.New(slog.DiscardHandler)).Handle
+	apply := func(recs []*kgo.Record) {
+		t.Helper()
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := handle(ctx, tx, recs)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, history := range histories {
+		want := uuid.New()
+		for _, r := range history(want) {
+			apply([]*kgo.Record{r})
+		}
+		wantRow := row(t, pool, want)
+		splits := map[string]func([]*kgo.Record) [][]*kgo.Record{
+			"one batch": func(rs []*kgo.Record) [][]*kgo.Record { return [][]*kgo.Record{rs} },
+			"the first two, then the rest": func(rs []*kgo.Record) [][]*kgo.Record {
+				return [][]*kgo.Record{rs[:2], rs[2:]}
+			},
+			"the first, then the rest": func(rs []*kgo.Record) [][]*kgo.Record {
+				return [][]*kgo.Record{rs[:1], rs[1:]}
+			},
+		}
+		for split, cut := range splits {
+			d := uuid.New()
+			for range 2 { // the second time, a redone batch
+				for _, batch := range cut(history(d)) {
+					apply(batch)
+				}
+			}
+			if got := row(t, pool, d); got != wantRow {
+				t.Errorf("%s, %s: row\n%s\nwant (one record a batch)\n%s", name, split, got, wantRow)
+			}
+		}
+	}
+}
+
+// row is a delivery's row without its id and updated_at.
+func row(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) string {
+	t.Helper()
+	var s string
+	if err := pool.QueryRow(context.Background(), `SELECT (to_jsonb(d) - 'id' - 'event_id' - 'updated_at')::text
+		FROM webhook_deliveries d WHERE id = $1`, id).Scan(&s); err != nil {
+		t.Fatal(fmt.Errorf("delivery %s: %w", id, err))
+	}
+	return s
+}
