@@ -35,12 +35,16 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 		Name:   ConsumerName,
 		Topics: n.Topics(schemas.TopicWebhookDeliveries, schemas.TopicWebhookAttempts, schemas.TopicWebhookEvents),
 		Handle: stream.Sink(func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+			ordered, err := firstTasksFirst(n, recs)
+			if err != nil {
+				return err // the runner dead-letters it; the rest go on
+			}
 			batch := &pgx.Batch{}
 			w := newRounds()
-			for _, r := range recs {
-				if err := w.add(batch, n.LogicalTopic(r.Topic), r); err != nil {
+			for _, rec := range ordered {
+				if err := w.add(batch, rec); err != nil {
 					// The runner dead-letters it; the rest go on.
-					return stream.Poison(fmt.Errorf("delivery log record %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err))
+					return stream.Poison(fmt.Errorf("delivery log record %s/%d/%d: %w", rec.r.Topic, rec.r.Partition, rec.r.Offset, err))
 				}
 			}
 			w.flush(batch)
@@ -53,6 +57,49 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 			return nil
 		}),
 	}
+}
+
+// record is a record of the batch, its topic's logical name, and the
+// task it holds when it is one.
+type record struct {
+	r     *kgo.Record
+	topic string
+	task  *schemas.DeliveryTask
+}
+
+// firstTasksFirst decodes the batch's tasks and orders each run of records
+// between two webhook facts with the tasks of first runs first, the rest
+// in their order. A batch holds its topics' partitions one after another,
+// so a first attempt's result often comes before its own task; the two
+// give the same row in either order, and a task met first lets its first
+// result be written with it. Nothing else moves: a later run's task must
+// not pass an earlier run's results (they would no longer count), nor
+// anything pass a fact (a disable cancels what was recorded before it).
+func firstTasksFirst(n schemas.Naming, recs []*kgo.Record) ([]record, error) {
+	out := make([]record, 0, len(recs))
+	var rest []record
+	for _, r := range recs {
+		rec := record{r: r, topic: n.LogicalTopic(r.Topic)}
+		switch rec.topic {
+		case schemas.TopicWebhookDeliveries:
+			var t schemas.DeliveryTask
+			if err := json.Unmarshal(r.Value, &t); err != nil {
+				return nil, stream.Poison(fmt.Errorf("delivery log record %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err))
+			}
+			rec.task = &t
+			if t.Run == 1 {
+				out = append(out, rec)
+				continue
+			}
+			rest = append(rest, rec)
+		case schemas.TopicWebhookAttempts:
+			rest = append(rest, rec)
+		default:
+			out = append(append(out, rest...), rec)
+			rest = rest[:0]
+		}
+	}
+	return append(out, rest...), nil
 }
 
 type round struct {
@@ -87,14 +134,12 @@ func (w *rounds) round(id uuid.UUID) *round {
 	return &w.list[i]
 }
 
-// add takes r, read from the logical topic.
-func (w *rounds) add(b *pgx.Batch, topic string, r *kgo.Record) error {
-	switch topic {
+// add takes a record of the batch.
+func (w *rounds) add(b *pgx.Batch, rec record) error {
+	r := rec.r
+	switch rec.topic {
 	case schemas.TopicWebhookDeliveries:
-		var t schemas.DeliveryTask
-		if err := json.Unmarshal(r.Value, &t); err != nil {
-			return err
-		}
+		t := *rec.task
 		n := w.seen[t.DeliveryID]
 		rd := w.round(t.DeliveryID)
 		rd.tasks = append(rd.tasks, t)
