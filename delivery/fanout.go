@@ -49,7 +49,7 @@ type clientData struct {
 // envelope webhooks receive: the same id, topic and time, and data {order,
 // tracking, previous?} as the interface defines it (internal fields such as
 // the account are left out).
-func clientPayload(ev schemas.Event, d schemas.OrderEventData) (json.RawMessage, error) {
+func clientPayload(ev schemas.Event, d eventData) (json.RawMessage, error) {
 	o := d.Order
 	data := clientData{Order: clientOrder{ID: o.ID, ReferenceID: o.ReferenceID, StoreID: o.StoreID, ClientStatus: o.ClientStatus,
 		ShipmentStatus: o.ShipmentStatus, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}, Tracking: d.Tracking}
@@ -63,6 +63,15 @@ func clientPayload(ev schemas.Event, d schemas.OrderEventData) (json.RawMessage,
 		return nil, err
 	}
 	return json.Marshal(env)
+}
+
+// eventData is what the fan-out reads of an order event's data: the
+// fields of the client's payload, not the created order's details (the
+// bulk of an order.created record), which it would only decode to drop.
+type eventData struct {
+	Order    schemas.OrderRef  `json:"order"`
+	Tracking *schemas.Tracking `json:"tracking"`
+	Previous json.RawMessage   `json:"previous,omitempty"`
 }
 
 // TaskRecord is the record of a delivery task on topic.
@@ -99,7 +108,7 @@ type subscription struct {
 func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 	type item struct {
 		ev   schemas.Event
-		data schemas.OrderEventData
+		data eventData
 	}
 	var items []item
 	var accounts []uuid.UUID
@@ -113,7 +122,7 @@ func (f *Fanout) handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*
 		if !schemas.IsWebhookTopic(ev.Type) {
 			continue
 		}
-		var d schemas.OrderEventData
+		var d eventData
 		if err := ev.Decode(&d); err != nil {
 			return nil, stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
 		}

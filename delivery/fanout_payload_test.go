@@ -25,7 +25,7 @@ func TestClientPayloadPreviousOnlyWhereTheInterfaceSaysSo(t *testing.T) {
 		{schemas.TypeTrackingUpdated, true},
 	} {
 		ev := schemas.Event{ID: uuid.New(), Type: tc.topic, OccurredAt: time.Now()}
-		raw, err := clientPayload(ev, schemas.OrderEventData{Order: schemas.OrderRef{ID: uuid.New()}, Previous: prev})
+		raw, err := clientPayload(ev, eventData{Order: schemas.OrderRef{ID: uuid.New()}, Previous: prev})
 		if err != nil {
 			t.Fatal(err)
 		}
