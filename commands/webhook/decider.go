@@ -141,27 +141,10 @@ func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outco
 	return out, nil
 }
 
-// webhookRow is a webhooks row as jsonb_populate_recordset reads it.
-type webhookRow struct {
-	ID                  uuid.UUID  `json:"id"`
-	AccountID           uuid.UUID  `json:"account_id"`
-	URL                 string     `json:"url"`
-	Description         *string    `json:"description"`
-	Topics              []string   `json:"topics"`
-	IsActive            bool       `json:"is_active"`
-	DisabledReason      *string    `json:"disabled_reason"`
-	Gen                 int        `json:"gen"`
-	Secret              string     `json:"secret"`
-	PreviousSecret      *string    `json:"previous_secret"`
-	PreviousSecretUntil *time.Time `json:"previous_secret_until"`
-	CreatedAt           time.Time  `json:"created_at"`
-	UpdatedAt           time.Time  `json:"updated_at"`
-}
-
 // QueueSave writes the changed webhooks, the deleted ones and the
 // decisions, one statement each (decider.Model).
 func (d *Decider) QueueSave(b *pgx.Batch, changed map[uuid.UUID]*clientHooks, decisions []Decision) error {
-	var upserts []webhookRow
+	var upserts []Webhook
 	var deleted []uuid.UUID
 	for _, h := range changed {
 		for id := range h.changed {
@@ -170,7 +153,7 @@ func (d *Decider) QueueSave(b *pgx.Batch, changed map[uuid.UUID]*clientHooks, de
 				deleted = append(deleted, id)
 				continue
 			}
-			row := webhookRow(*w)
+			row := *w
 			if row.Topics == nil {
 				row.Topics = []string{} // a NULL would break the column's NOT NULL
 			}

@@ -58,21 +58,23 @@ type Command struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Webhook is the decider's state of one webhook.
+// Webhook is the decider's state of one webhook. The json names are the
+// webhooks table's columns: the decider writes a batch's webhooks as one
+// JSON array (jsonb_populate_recordset).
 type Webhook struct {
-	ID                  uuid.UUID
-	AccountID           uuid.UUID
-	URL                 string
-	Description         *string
-	Topics              []string
-	IsActive            bool
-	DisabledReason      *string
-	Gen                 int
-	Secret              string // sealed
-	PreviousSecret      *string
-	PreviousSecretUntil *time.Time
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
+	ID                  uuid.UUID  `json:"id"`
+	AccountID           uuid.UUID  `json:"account_id"`
+	URL                 string     `json:"url"`
+	Description         *string    `json:"description"`
+	Topics              []string   `json:"topics"`
+	IsActive            bool       `json:"is_active"`
+	DisabledReason      *string    `json:"disabled_reason"`
+	Gen                 int        `json:"gen"`
+	Secret              string     `json:"secret"` // sealed
+	PreviousSecret      *string    `json:"previous_secret"`
+	PreviousSecretUntil *time.Time `json:"previous_secret_until"`
+	CreatedAt           time.Time  `json:"created_at"`
+	UpdatedAt           time.Time  `json:"updated_at"`
 }
 
 // Fact is the webhook as its events carry it.
