@@ -146,7 +146,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 	defer cl.Close()
 
-	logStart := logStartOf(cl)
+	apply := r.policies(c, log, logStartOf(cl))
 	lastIdleCheck := time.Now()
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, c.IdleCheck)
@@ -180,7 +180,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			}
 			continue
 		}
-		_, err := r.applyIsolating(ctx, c, log, logStart, recs)
+		_, err := apply(ctx, recs)
 		if err != nil {
 			cl.AllowRebalance()
 			return err
@@ -195,73 +195,129 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 }
 
-// applyIsolating applies recs, dead-lettering the records that can never be
-// applied. It tries the whole batch first; when that fails permanently
-// PoisonAttempts times, it splits the batch in two and applies each half
-// the same way, in order, down to single records: a record that fails
-// permanently on its own is dead-lettered and the rest go on. Every piece
-// commits its own records with their offsets, so each good record is still
-// applied exactly once. It returns the records applied (not the dead
-// letters).
-func (r *Runner) applyIsolating(ctx context.Context, c Consumer, log *slog.Logger, logStart logStartFunc, recs []*kgo.Record) ([]*kgo.Record, error) {
-	applied, err := r.applyWithRetry(ctx, c, log, logStart, recs)
-	var poisoned *poisonedBatch
-	if !errors.As(err, &poisoned) {
-		return applied, err
+// Step applies a batch and returns the records it applied.
+type Step func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error)
+
+// Policy wraps a Step with one concern of the runner's.
+type Policy func(next Step) Step
+
+// policies is how the runner applies every batch of c: its transaction
+// (apply), wrapped, from the inside out, by panic recovery, the batch
+// metrics, retry with backoff, and the dead-letter policy. A stage's
+// handler knows none of them.
+func (r *Runner) policies(c Consumer, log *slog.Logger, logStart logStartFunc) Step {
+	step := Step(func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
+		return r.apply(ctx, c, logStart, recs)
+	})
+	for _, p := range []Policy{recovering(c.Name), r.measuring(c.Name), retrying(log), r.isolating(c, log)} {
+		step = p(step)
 	}
-	if len(recs) == 1 {
-		return nil, r.deadLetterWithRetry(ctx, c, log, recs[0], poisoned.err)
-	}
-	log.Warn("batch fails permanently; narrowing it down", "records", len(recs), "err", poisoned.err)
-	mid := len(recs) / 2
-	first, err := r.applyIsolating(ctx, c, log, logStart, recs[:mid])
-	if err != nil {
-		return first, err
-	}
-	second, err := r.applyIsolating(ctx, c, log, logStart, recs[mid:])
-	return append(first, second...), err
+	return step
 }
 
-// poisonedBatch is what applyWithRetry returns when the batch failed
+// recovering turns a panic of the step (a handler's bug) into an error
+// that counts as permanent, so the dead-letter policy isolates the record
+// that causes it; the transaction was rolled back as the panic unwound.
+func recovering(consumer string) Policy {
+	return func(next Step) Step {
+		return func(ctx context.Context, recs []*kgo.Record) (applied []*kgo.Record, err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					applied, err = nil, &panicError{fmt.Sprintf("handler %s panicked: %v", consumer, p)}
+				}
+			}()
+			return next(ctx, recs)
+		}
+	}
+}
+
+// measuring counts each attempt at a batch: its size and time when it
+// commits, a failure when it fails (not a rejoin, not shutdown).
+func (r *Runner) measuring(consumer string) Policy {
+	return func(next Step) Step {
+		return func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
+			start := time.Now()
+			applied, err := next(ctx, recs)
+			switch {
+			case err == nil:
+				r.Metrics.observeBatch(consumer, len(applied), time.Since(start))
+			case !errors.Is(err, errRejoin) && ctx.Err() == nil:
+				r.Metrics.observeFailure(consumer)
+			}
+			return applied, err
+		}
+	}
+}
+
+// poisonedBatch is what the retrying policy returns when the batch failed
 // permanently PoisonAttempts times.
 type poisonedBatch struct{ err error }
 
 func (e *poisonedBatch) Error() string { return "batch fails permanently: " + e.err.Error() }
 
-// applyWithRetry applies a batch, retrying with capped exponential backoff
-// while the handler or Postgres fails. It gives up when ctx ends, when the
-// stored offsets show the batch must be re-read (errRejoin), or when the
-// batch failed permanently (IsPermanent) PoisonAttempts times
-// (*poisonedBatch). Transient failures are retried without end.
-func (r *Runner) applyWithRetry(ctx context.Context, c Consumer, log *slog.Logger, logStart logStartFunc, recs []*kgo.Record) ([]*kgo.Record, error) {
-	var applied []*kgo.Record
-	permanent := 0
-	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
-	err := retry.Do(ctx, backoff, func(ctx context.Context) error {
-		start := time.Now()
-		var err error
-		// A batch that started is finished even when shutdown begins; only
-		// the waits between attempts end with ctx.
-		applyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		applied, err = r.apply(applyCtx, c, logStart, recs)
-		if errors.Is(err, errRejoin) || ctx.Err() != nil {
-			return err
-		}
-		if err != nil {
-			r.Metrics.observeFailure(c.Name)
-			if IsPermanent(err) {
-				if permanent++; permanent >= PoisonAttempts {
-					return &poisonedBatch{err}
+// retrying retries a failed batch with capped exponential backoff. It
+// gives up when ctx ends, when the stored offsets show the batch must be
+// re-read (errRejoin), or when the batch failed permanently (IsPermanent)
+// PoisonAttempts times (*poisonedBatch). Transient failures are retried
+// without end. A batch that started is finished even when shutdown
+// begins: only the waits between attempts end with ctx.
+func retrying(log *slog.Logger) Policy {
+	return func(next Step) Step {
+		return func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
+			var applied []*kgo.Record
+			permanent := 0
+			backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
+			err := retry.Do(ctx, backoff, func(ctx context.Context) error {
+				applyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				var err error
+				applied, err = next(applyCtx, recs)
+				if err == nil || errors.Is(err, errRejoin) || ctx.Err() != nil {
+					return err
 				}
-			}
-			log.Warn("apply batch failed; retrying", "records", len(recs), "permanent", IsPermanent(err), "err", err)
-			return retry.RetryableError(err)
+				if IsPermanent(err) {
+					if permanent++; permanent >= PoisonAttempts {
+						return &poisonedBatch{err}
+					}
+				}
+				log.Warn("apply batch failed; retrying", "records", len(recs), "permanent", IsPermanent(err), "err", err)
+				return retry.RetryableError(err)
+			})
+			return applied, err
 		}
-		r.Metrics.observeBatch(c.Name, len(applied), time.Since(start))
-		return nil
-	})
-	return applied, err
+	}
+}
+
+// isolating dead-letters the records that can never be applied. When the
+// batch fails permanently (*poisonedBatch), it splits the batch in two and
+// applies each half the same way, in order, down to single records: a
+// record that fails permanently on its own is dead-lettered and the rest
+// go on. Every piece commits its own records with their offsets, so each
+// good record is still applied exactly once. It returns the records
+// applied (not the dead letters).
+func (r *Runner) isolating(c Consumer, log *slog.Logger) Policy {
+	return func(next Step) Step {
+		var isolate Step
+		isolate = func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
+			applied, err := next(ctx, recs)
+			var poisoned *poisonedBatch
+			if !errors.As(err, &poisoned) {
+				return applied, err
+			}
+			if len(recs) == 1 {
+				return nil, r.deadLetterWithRetry(ctx, c, log, recs[0], poisoned.err)
+			}
+			log.Warn("batch fails permanently; narrowing it down", "records", len(recs), "err", poisoned.err)
+			mid := len(recs) / 2
+			first, err := isolate(ctx, recs[:mid])
+			if err != nil {
+				return first, err
+			}
+			second, err := isolate(ctx, recs[mid:])
+			return append(first, second...), err
+		}
+		return isolate
+	}
 }
 
 // deadLetterWithRetry dead-letters rec, retrying (Kafka or Postgres being
@@ -296,11 +352,6 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 // lost (a crash before the commit redoes the batch, which emits the same
 // records again) and two members never emit for one partition at once.
 func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &panicError{fmt.Sprintf("handler %s panicked: %v", c.Name, p)}
-		}
-	}()
 	tx, err := r.Pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)

@@ -42,6 +42,13 @@
 //   - When the stored offset moves backwards (podctl replay), the consumer
 //     rejoins and starts again from the stored offsets.
 //
+// A handler returns the records its stage emits, and the runner produces
+// them (idempotent, acks=all) before the transaction commits. Recovery from
+// a handler's panic, the batch metrics, retry with backoff and the
+// dead-letter policy are Policies the runner wraps around each batch's
+// transaction (Runner.policies), from the inside out in that order; a
+// handler implements none of them.
+//
 // Offsets are also committed to Kafka after the Postgres commit, only so that
 // lag is visible to kadm and operators; they are never read back.
 package stream
