@@ -31,6 +31,7 @@ import (
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 	"github.com/printpod/pod/commands/order"
 	podhttp "github.com/printpod/pod/http"
+	"github.com/printpod/pod/internal/accounts"
 	podconfig "github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
@@ -860,7 +861,9 @@ func TestOpenAPIContract(t *testing.T) {
 
 	// ---- 503: Postgres drops the service's connections (as on a database
 	// restart). The next request on a dropped connection fails with
-	// 57P01 and every endpoint answers 503 SERVICE_UNAVAILABLE.
+	// 57P01 and answers 503 SERVICE_UNAVAILABLE. Tokens are answered from
+	// memory once seen, so each try uses a token issued just before (its
+	// first use reads the table, on the connection the issue used last).
 	admin, err := pgx.Connect(ctx, testenv.AdminURL())
 	if err != nil {
 		t.Fatal(err)
@@ -872,16 +875,21 @@ func TestOpenAPIContract(t *testing.T) {
 	}
 	dbName := strings.TrimPrefix(dbURL.Path, "/")
 	tries := 0
+	tokens := accounts.Store{Pool: d.app.Pool}
 	for _, o := range v1Ops {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			tries++
-			c.send(t, "GET", "/v1/me/webhooks/topics", nil) // the pool's most recent connection is fresh
+			fresh := c
+			var err error
+			if fresh.token, err = tokens.Issue(ctx, d.app.DemoAccount); err != nil { // the pool's most recent connection
+				continue // issued on a connection dropped by the last try
+			}
 			if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 				WHERE datname = $1 AND pid <> pg_backend_pid()`, dbName); err != nil {
 				t.Fatal(err)
 			}
-			if r := c.send(t, o.method, o.path, o.body); r.Status == 503 {
+			if r := fresh.send(t, o.method, o.path, o.body); r.Status == 503 {
 				errCode(t, r, schemas.CodeServiceUnavailable)
 				break
 			}
