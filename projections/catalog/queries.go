@@ -289,6 +289,14 @@ func (q Queries) Orderable(ctx context.Context, account uuid.UUID, ids []uuid.UU
 	return out, nil
 }
 
+// ShopAuthorized reports whether a shop's credentials work: not when its
+// store is in CREDENTIAL_ERROR.
+func (q Queries) ShopAuthorized(ctx context.Context, shop string) (bool, error) {
+	var bad bool
+	err := q.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM stores WHERE shop_domain = $1 AND status = 'CREDENTIAL_ERROR')`, shop).Scan(&bad)
+	return !bad, err
+}
+
 // ShopDomains tells the shop domain of each of the stores ids that exists.
 func (q Queries) ShopDomains(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
 	rows, err := q.Pool.Query(ctx, `SELECT store_id, shop_domain FROM stores WHERE store_id = ANY($1)`, ids)

@@ -299,12 +299,9 @@ func (a *App) goRun(f func()) {
 // built-in store platform simulator when no POD_PLATFORM_URL is set.
 func (a *App) startPusher(ctx context.Context) error {
 	base := a.Config.PlatformURL
+	shops := newShopCatalog(ctx, a.Work, a.Notify)
 	if base == "" {
-		sim := push.NewSimulator(func(ctx context.Context, shop string) (bool, error) {
-			var bad bool
-			err := a.Work.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM stores WHERE shop_domain = $1 AND status = 'CREDENTIAL_ERROR')`, shop).Scan(&bad)
-			return !bad, err
-		})
+		sim := push.NewSimulator(shops.Authorized)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return fmt.Errorf("platform simulator: %w", err)
@@ -320,7 +317,7 @@ func (a *App) startPusher(ctx context.Context) error {
 		a.Log.Info("store platform simulator started", "addr", ln.Addr().String())
 	}
 	a.Pusher = &push.Worker{Pool: a.Work, Producer: a.Producer, Platform: &push.Client{BaseURL: base},
-		Shops: catalogrm.Queries{Pool: a.Work}.ShopDomains, Notify: a.Notify, Log: a.Log, Naming: a.Naming}
+		Shops: shops.ShopDomains, Notify: a.Notify, Log: a.Log, Naming: a.Naming}
 	a.goRun(func() { a.Pusher.Run(ctx) })
 	return nil
 }

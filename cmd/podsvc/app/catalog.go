@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/cache"
+	"github.com/printpod/pod/internal/pgnotify"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	configrm "github.com/printpod/pod/projections/config"
 	"github.com/shopspring/decimal"
@@ -153,4 +155,64 @@ func loadRates(ctx context.Context, q configrm.Queries) (order.Rates, error) {
 		r.Countries[c.Code] = true
 	}
 	return r, nil
+}
+
+// shopCatalog answers the push side's questions of the catalog read model
+// (a store's shop domain; whether a shop's credentials work, for the
+// built-in platform) from memory, dropped, like orderCatalog's variants,
+// when the catalog projector announces a change.
+type shopCatalog struct {
+	catalog    catalogrm.Queries
+	domains    cache.Cache[uuid.UUID, string]
+	authorized cache.Cache[string, bool]
+}
+
+func newShopCatalog(ctx context.Context, pool *pgxpool.Pool, l *pgnotify.Listener) *shopCatalog {
+	s := &shopCatalog{catalog: catalogrm.Queries{Pool: pool},
+		domains:    cache.Cache[uuid.UUID, string]{Name: catalogrm.CacheName, TTL: time.Minute},
+		authorized: cache.Cache[string, bool]{Name: catalogrm.CacheName, TTL: time.Minute}}
+	s.domains.Follow(ctx, l)
+	s.authorized.Follow(ctx, l)
+	return s
+}
+
+// ShopDomains tells the shop domain of each of the stores ids that exists
+// (push.Worker's Shops).
+func (s *shopCatalog) ShopDomains(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
+	out := make(map[uuid.UUID]string, len(ids))
+	var missing []uuid.UUID
+	for _, id := range ids {
+		if d, ok := s.domains.Get(id); ok {
+			out[id] = d
+		} else if !slices.Contains(missing, id) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	gen := s.domains.Gen()
+	found, err := s.catalog.ShopDomains(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for id, d := range found {
+		out[id] = d
+		s.domains.Put(gen, id, d)
+	}
+	return out, nil
+}
+
+// Authorized reports whether a shop's credentials work: not when its
+// store is in CREDENTIAL_ERROR (the built-in platform's check).
+func (s *shopCatalog) Authorized(ctx context.Context, shop string) (bool, error) {
+	if ok, cached := s.authorized.Get(shop); cached {
+		return ok, nil
+	}
+	gen := s.authorized.Gen()
+	ok, err := s.catalog.ShopAuthorized(ctx, shop)
+	if err == nil {
+		s.authorized.Put(gen, shop, ok)
+	}
+	return ok, err
 }
