@@ -163,16 +163,7 @@ func (t *Tokens) Follow(ctx context.Context, l *pgnotify.Listener) { t.cache.Fol
 
 // Authenticate returns the account of an active token, or ErrNoToken.
 func (t *Tokens) Authenticate(ctx context.Context, token string) (uuid.UUID, error) {
-	key := string(Hash(token))
-	if id, ok := t.cache.Get(key); ok {
-		return id, nil
-	}
-	gen := t.cache.Gen()
-	id, err := t.Store.Authenticate(ctx, token)
-	if err == nil {
-		t.cache.Put(gen, key, id)
-	}
-	return id, err
+	return t.cache.Load(string(Hash(token)), func() (uuid.UUID, error) { return t.Store.Authenticate(ctx, token) })
 }
 
 // Authenticate returns the account of an active token, or ErrNoToken.

@@ -13,6 +13,7 @@ package cache
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,6 +70,48 @@ func (c *Cache[K, V]) Put(gen uint64, k K, v V) {
 		c.entries = map[K]entry[V]{}
 	}
 	c.entries[k] = entry[V]{v: v, expires: time.Now().Add(c.TTL)}
+}
+
+// Load returns k's value from the cache, else from load, whose answer is
+// kept unless the cache was dropped while it ran.
+func (c *Cache[K, V]) Load(k K, load func() (V, error)) (V, error) {
+	if v, ok := c.Get(k); ok {
+		return v, nil
+	}
+	gen := c.Gen()
+	v, err := load()
+	if err == nil {
+		c.Put(gen, k, v)
+	}
+	return v, err
+}
+
+// LoadMany returns the values of keys: the cached ones, and what load
+// returns for the others (a key load leaves out has no value, and nothing
+// is kept for it), kept as Load keeps them.
+func (c *Cache[K, V]) LoadMany(keys []K, load func(missing []K) (map[K]V, error)) (map[K]V, error) {
+	out := make(map[K]V, len(keys))
+	var missing []K
+	for _, k := range keys {
+		if v, ok := c.Get(k); ok {
+			out[k] = v
+		} else if !slices.Contains(missing, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	gen := c.Gen()
+	found, err := load(missing)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range found {
+		out[k] = v
+		c.Put(gen, k, v)
+	}
+	return out, nil
 }
 
 // Drop forgets every entry.

@@ -71,3 +71,21 @@ func TestAnAnnouncementDropsTheCacheWhenItsTransactionCommits(t *testing.T) {
 		return nil
 	})
 }
+
+func TestLoadManyKeepsWhatExistsAndAsksAgainForTheRest(t *testing.T) {
+	c := Cache[string, int]{Name: "t", TTL: time.Minute}
+	var asked [][]string
+	load := func(missing []string) (map[string]int, error) {
+		asked = append(asked, missing)
+		return map[string]int{"a": 1}, nil // "b" does not exist
+	}
+	for range 2 {
+		got, err := c.LoadMany([]string{"a", "b", "a"}, load)
+		if err != nil || len(got) != 1 || got["a"] != 1 {
+			t.Fatalf("LoadMany: %v %v", got, err)
+		}
+	}
+	if len(asked) != 2 || len(asked[0]) != 2 || len(asked[1]) != 1 || asked[1][0] != "b" {
+		t.Fatalf("loads asked for %v, want [a b] then [b]", asked)
+	}
+}

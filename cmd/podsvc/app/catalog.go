@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -39,57 +38,53 @@ func newOrderCatalog(pool *pgxpool.Pool) *orderCatalog {
 		rates:    cache.Cache[struct{}, order.Rates]{Name: "rates", TTL: 30 * time.Second}}
 }
 
+// Variants are those of ids the account may order. Only what exists is
+// cached: ids a client makes up must not fill memory.
 func (c *orderCatalog) Variants(ctx context.Context, account uuid.UUID, ids []uuid.UUID) (map[uuid.UUID]order.Variant, error) {
-	out := make(map[uuid.UUID]order.Variant, len(ids))
-	var missing []uuid.UUID
-	for _, id := range ids {
-		if v, ok := c.variants.Get(variantKey{account, id}); ok {
-			out[id] = v
-		} else {
-			missing = append(missing, id)
+	keys := make([]variantKey, len(ids))
+	for i, id := range ids {
+		keys[i] = variantKey{account, id}
+	}
+	found, err := c.variants.LoadMany(keys, func(missing []variantKey) (map[variantKey]order.Variant, error) {
+		ids := make([]uuid.UUID, len(missing))
+		for i, k := range missing {
+			ids[i] = k.variant
 		}
-	}
-	if len(missing) == 0 {
+		rows, err := c.catalog.Orderable(ctx, account, ids)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[variantKey]order.Variant, len(rows))
+		for _, v := range rows {
+			price, err := decimal.NewFromString(v.Price)
+			if err != nil {
+				return nil, fmt.Errorf("variant %s: price %q: %w", v.VariantID, v.Price, err)
+			}
+			out[variantKey{account, v.VariantID}] = order.Variant{VariantID: v.VariantID, ProductID: v.ProductID, StoreID: v.StoreID,
+				StoreStatus: v.StoreStatus, ProductStatus: v.ProductStatus, Category: v.Category, RequiresYarnType: v.RequiresYarnType,
+				Price: price, SKU: v.SKU, Title: v.Title, ImageURL: v.ImageURL}
+		}
 		return out, nil
-	}
-	gen := c.variants.Gen()
-	found, err := c.catalog.Orderable(ctx, account, missing)
+	})
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range found {
-		price, err := decimal.NewFromString(v.Price)
-		if err != nil {
-			return nil, fmt.Errorf("variant %s: price %q: %w", v.VariantID, v.Price, err)
-		}
-		out[v.VariantID] = order.Variant{VariantID: v.VariantID, ProductID: v.ProductID, StoreID: v.StoreID,
-			StoreStatus: v.StoreStatus, ProductStatus: v.ProductStatus, Category: v.Category, RequiresYarnType: v.RequiresYarnType,
-			Price: price, SKU: v.SKU, Title: v.Title, ImageURL: v.ImageURL}
-	}
-	// Only what exists is kept: ids a client makes up must not fill memory.
-	for _, id := range missing {
-		if v, ok := out[id]; ok {
-			c.variants.Put(gen, variantKey{account, id}, v)
-		}
+	out := make(map[uuid.UUID]order.Variant, len(found))
+	for k, v := range found {
+		out[k.variant] = v
 	}
 	return out, nil
 }
 
+// Rates are the price tables, loaded by one request at a time when the
+// cached copy has expired.
 func (c *orderCatalog) Rates(ctx context.Context) (order.Rates, error) {
 	if r, ok := c.rates.Get(struct{}{}); ok {
 		return r, nil
 	}
 	c.loading.Lock()
 	defer c.loading.Unlock()
-	if r, ok := c.rates.Get(struct{}{}); ok {
-		return r, nil // loaded by the request this one waited for
-	}
-	gen := c.rates.Gen()
-	r, err := loadRates(ctx, c.config)
-	if err == nil {
-		c.rates.Put(gen, struct{}{}, r)
-	}
-	return r, err
+	return c.rates.Load(struct{}{}, func() (order.Rates, error) { return loadRates(ctx, c.config) })
 }
 
 // loadRates reads the shipping, side, yarn and country tables into the
@@ -179,40 +174,13 @@ func newShopCatalog(ctx context.Context, pool *pgxpool.Pool, l *pgnotify.Listene
 // ShopDomains tells the shop domain of each of the stores ids that exists
 // (push.Worker's Shops).
 func (s *shopCatalog) ShopDomains(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
-	out := make(map[uuid.UUID]string, len(ids))
-	var missing []uuid.UUID
-	for _, id := range ids {
-		if d, ok := s.domains.Get(id); ok {
-			out[id] = d
-		} else if !slices.Contains(missing, id) {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	gen := s.domains.Gen()
-	found, err := s.catalog.ShopDomains(ctx, missing)
-	if err != nil {
-		return nil, err
-	}
-	for id, d := range found {
-		out[id] = d
-		s.domains.Put(gen, id, d)
-	}
-	return out, nil
+	return s.domains.LoadMany(ids, func(missing []uuid.UUID) (map[uuid.UUID]string, error) {
+		return s.catalog.ShopDomains(ctx, missing)
+	})
 }
 
 // Authorized reports whether a shop's credentials work: not when its
 // store is in CREDENTIAL_ERROR (the built-in platform's check).
 func (s *shopCatalog) Authorized(ctx context.Context, shop string) (bool, error) {
-	if ok, cached := s.authorized.Get(shop); cached {
-		return ok, nil
-	}
-	gen := s.authorized.Gen()
-	ok, err := s.catalog.ShopAuthorized(ctx, shop)
-	if err == nil {
-		s.authorized.Put(gen, shop, ok)
-	}
-	return ok, err
+	return s.authorized.Load(shop, func() (bool, error) { return s.catalog.ShopAuthorized(ctx, shop) })
 }
