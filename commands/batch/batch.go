@@ -49,6 +49,7 @@ type Item struct {
 	Account uuid.UUID
 	Index   int
 	Body    []byte
+	run     int // the leased run it belongs to (its position in the round)
 }
 
 // CommandID is the item's create command id: an item worked twice finds
@@ -173,7 +174,7 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	// item's result is not to be lost.
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	return len(leased), w.finish(bg, leased, runs, items, results)
+	return len(leased), w.finish(bg, leased, items, results)
 }
 
 func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
@@ -195,8 +196,8 @@ func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
 	for i, r := range runs {
 		batches[i], from[i], to[i], accounts[i] = r.Batch, int32(r.From), int32(r.To), r.Account
 	}
-	rows, err := w.Pool.Query(ctx, `SELECT i.batch_id, r.account, i.idx, i.body
-		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::uuid[]) AS r(batch_id, lo, hi, account)
+	rows, err := w.Pool.Query(ctx, `SELECT i.batch_id, r.account, i.idx, i.body, r.n::int - 1
+		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::uuid[]) WITH ORDINALITY AS r(batch_id, lo, hi, account, n)
 		JOIN order_batch_items i ON i.batch_id = r.batch_id AND i.idx >= r.lo AND i.idx < r.hi
 		WHERE NOT i.done`, batches, from, to, accounts)
 	if err != nil {
@@ -204,21 +205,21 @@ func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
 		var it Item
-		return it, r.Scan(&it.Batch, &it.Account, &it.Index, &it.Body)
+		return it, r.Scan(&it.Batch, &it.Account, &it.Index, &it.Body, &it.run)
 	})
 }
 
 // finish stores the decided items' results, ends the jobs whose items are
 // all decided and reschedules the others, in one transaction.
-func (w *Worker) finish(ctx context.Context, leased []jobs.Job, runs []runJob, items []Item, results []Result) error {
+func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, results []Result) error {
 	var batches, orders []uuid.UUID
 	var idx, status []int32
 	var bodies [][]byte
-	undecided := map[uuid.UUID][]int{}
+	open := make([]bool, len(leased)) // a run with an undecided item
 	for i, it := range items {
 		r := results[i]
 		if r.Status == 0 {
-			undecided[it.Batch] = append(undecided[it.Batch], it.Index)
+			open[it.run] = true
 			continue
 		}
 		var order uuid.UUID
@@ -230,11 +231,7 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, runs []runJob, i
 	}
 	writes := jobs.NewWrites(Queue)
 	for i, j := range leased {
-		open := false
-		for _, n := range undecided[runs[i].Batch] {
-			open = open || (n >= runs[i].From && n < runs[i].To)
-		}
-		if open {
+		if open[i] {
 			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(retryAfter)})
 		} else {
 			writes.Delete(j.ID)
