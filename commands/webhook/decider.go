@@ -62,6 +62,10 @@ type clientHooks struct {
 	changed map[uuid.UUID]bool
 }
 
+func newClientHooks() *clientHooks {
+	return &clientHooks{hooks: map[uuid.UUID]*Webhook{}, changed: map[uuid.UUID]bool{}}
+}
+
 // Parse reads a command record; one without ids cannot be decided
 // (decider.Model).
 func (d *Decider) Parse(r *kgo.Record) (Command, error) {
@@ -88,7 +92,7 @@ func (d *Decider) QueueLoad(b *pgx.Batch, accounts []uuid.UUID, states map[uuid.
 					return fmt.Errorf("load webhooks: %w", err)
 				}
 				if states[w.AccountID] == nil {
-					states[w.AccountID] = &clientHooks{hooks: map[uuid.UUID]*Webhook{}, changed: map[uuid.UUID]bool{}}
+					states[w.AccountID] = newClientHooks()
 				}
 				states[w.AccountID].hooks[w.ID] = w
 			}
@@ -100,7 +104,7 @@ func (d *Decider) QueueLoad(b *pgx.Batch, accounts []uuid.UUID, states map[uuid.
 // (decider.Model).
 func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outcome[*clientHooks, Decision], error) {
 	if h == nil {
-		h = &clientHooks{hooks: map[uuid.UUID]*Webhook{}, changed: map[uuid.UUID]bool{}}
+		h = newClientHooks()
 	}
 	// Stored and announced alike, so a waiter reading either sees the same.
 	out := decider.Outcome[*clientHooks, Decision]{State: h,
