@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/jobs"
-	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/testenv"
 )
 
@@ -21,15 +21,7 @@ import (
 // that no job is left.
 func TestABatchIsWorkedOnceThroughTheJobQueue(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	url := testenv.NewDatabase(t)
-	if err := pg.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := pgtest.NewPool(t)
 	defer cancel() // before the pool closes: the worker and listener hold connections
 	log := slog.New(slog.DiscardHandler)
 	notify := pgnotify.New(pool, log, jobs.Notify)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/testenv"
 )
 
@@ -39,13 +39,8 @@ func TestAnEntryExpiresAfterItsTTL(t *testing.T) {
 // change in a transaction and checks that the cache is dropped.
 func TestAnAnnouncementDropsTheCacheWhenItsTransactionCommits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	url := testenv.NewDatabase(t)
-	pool, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	defer cancel()
+	pool := pgtest.NewPool(t)
+	defer cancel() // before the pool closes: the listener holds a connection
 	l := pgnotify.New(pool, slog.New(slog.DiscardHandler), Notify)
 	go l.Run(ctx)
 	c := &Cache[string, int]{Name: "tokens", TTL: time.Minute}

@@ -10,23 +10,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/testenv"
 )
 
 func setup(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	url := testenv.NewDatabase(t)
-	if err := pg.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return pgtest.NewPool(t)
 }
 
 func write(t *testing.T, pool *pgxpool.Pool, w *Writes) {

@@ -11,8 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/printpod/pod/internal/pg"
-	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -24,15 +23,7 @@ import (
 // when every record is its own batch.
 func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 	ctx := context.Background()
-	url := testenv.NewDatabase(t)
-	if err := pg.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := pgtest.NewPool(t)
 	n := schemas.Naming{}
 	hook, account := uuid.New(), uuid.New()
 	if _, err := pool.Exec(ctx, `INSERT INTO webhooks (id, account_id, url, topics, is_active, gen, secret, created_at, updated_at)
