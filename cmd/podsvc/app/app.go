@@ -414,8 +414,7 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) (*fiber.App, e
 		return nil, fmt.Errorf("redis automatic pipelining: %w", err)
 	}
 	a.counters = counterClient
-	catalog := newOrderCatalog(a.Pool)
-	catalog.variants.Follow(ctx, a.Notify)
+	catalog := newOrderCatalog(ctx, a.Pool, a.Notify)
 	tokens := accounts.NewTokens(accounts.Store{Pool: a.Pool}, time.Minute)
 	tokens.Follow(ctx, a.Notify)
 	orders := &podhttp.Orders{

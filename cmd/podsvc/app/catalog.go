@@ -32,10 +32,14 @@ type orderCatalog struct {
 
 type variantKey struct{ account, variant uuid.UUID }
 
-func newOrderCatalog(pool *pgxpool.Pool) *orderCatalog {
-	return &orderCatalog{catalog: catalogrm.Queries{Pool: pool}, config: configrm.Queries{Pool: pool},
+// newOrderCatalog answers from pool's read models; its variants follow the
+// catalog's announcements on l until ctx ends.
+func newOrderCatalog(ctx context.Context, pool *pgxpool.Pool, l *pgnotify.Listener) *orderCatalog {
+	c := &orderCatalog{catalog: catalogrm.Queries{Pool: pool}, config: configrm.Queries{Pool: pool},
 		variants: cache.Cache[variantKey, order.Variant]{Name: catalogrm.CacheName, TTL: time.Minute},
 		rates:    cache.Cache[struct{}, order.Rates]{Name: "rates", TTL: 30 * time.Second}}
+	c.variants.Follow(ctx, l)
+	return c
 }
 
 // Variants are those of ids the account may order. Only what exists is
