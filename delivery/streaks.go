@@ -65,7 +65,7 @@ func (s *Streaks) ReleaseDisable(ctx context.Context, id uuid.UUID, gen int) {
 
 // Reset ends the streak (a webhook reactivated by its client).
 func (s *Streaks) Reset(ctx context.Context, id uuid.UUID, gen int) {
-	if err := s.Redis.Del(ctx, s.key(id, gen)).Err(); err != nil {
+	if err := s.ResetWith(ctx, s.Redis, id, gen).Err(); err != nil {
 		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", id, "err", err)
 	}
 }
