@@ -477,8 +477,8 @@ func checkStoreQueues(t *testing.T, d demoEnv) {
 		// A place as GETs read it (sequence, frontier, out-of-turn
 		// departures) against the rank among the store's PENDING orders.
 		{"PENDING orders whose queue place is not their rank", `SELECT count(*) FROM (
-			SELECT o.queue_seq - q.frontier - (SELECT count(*) FROM queue_departures x
-				WHERE x.store_id = o.store_id AND x.seq < o.queue_seq) AS place,
+			SELECT o.queue_seq - q.frontier - (SELECT count(*) FROM unnest(q.departed) AS x(seq)
+				WHERE x.seq < o.queue_seq) AS place,
 				row_number() OVER (PARTITION BY o.store_id ORDER BY o.queue_seq) AS rank
 			FROM orders o JOIN store_queues q USING (store_id) WHERE o.status = 'PENDING') p
 			WHERE place <> rank`},

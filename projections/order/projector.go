@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,7 +31,7 @@ const NotifyProjected = "order_projected"
 
 // Tables are the read model tables this projector owns (podctl replay
 // empties them), children first.
-var Tables = []string{"order_push_attempts", "orders", "store_queues", "queue_departures", "order_status_counts"}
+var Tables = []string{"order_push_attempts", "orders", "store_queues", "order_status_counts"}
 
 // Projector returns the consumer that builds the order read model. Every
 // event applies only over an older version of its order (record header),
@@ -97,7 +99,7 @@ type row struct {
 // has left) and the entries beyond the frontier that left out of turn.
 type queue struct {
 	pending, next, frontier int64
-	departed, stored        map[int64]bool // now, and as read
+	departed                map[int64]bool
 }
 
 func (q *queue) enter() (seq, place int64) {
@@ -157,30 +159,23 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 	slices.SortFunc(stores, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	queues := make(map[uuid.UUID]*queue, len(stores))
 	for _, id := range stores {
-		queues[id] = &queue{departed: map[int64]bool{}, stored: map[int64]bool{}}
+		queues[id] = &queue{departed: map[int64]bool{}}
 	}
 	rows := make(map[uuid.UUID]*row, len(ids))
 	read := &pgx.Batch{}
 	read.Queue(`WITH ins AS (INSERT INTO store_queues (store_id, pending) SELECT s, 0 FROM unnest($1::uuid[]) AS s
 		ORDER BY s ON CONFLICT (store_id) DO NOTHING)
-		SELECT store_id, pending, next_seq, frontier FROM store_queues WHERE store_id = ANY($1) ORDER BY store_id FOR UPDATE`, stores).
+		SELECT store_id, pending, next_seq, frontier, departed FROM store_queues WHERE store_id = ANY($1)
+		ORDER BY store_id FOR UPDATE`, stores).
 		Query(func(rs pgx.Rows) error {
 			var id uuid.UUID
 			var pending, next, frontier int64
-			_, err := pgx.ForEachRow(rs, []any{&id, &pending, &next, &frontier}, func() error {
+			var departed []int64
+			_, err := pgx.ForEachRow(rs, []any{&id, &pending, &next, &frontier, &departed}, func() error {
 				q := queues[id]
 				q.pending, q.next, q.frontier = pending, next, frontier
-				return nil
-			})
-			return err
-		})
-	read.Queue(`SELECT store_id, seq FROM queue_departures WHERE store_id = ANY($1)`, stores).
-		Query(func(rs pgx.Rows) error {
-			var id uuid.UUID
-			var seq int64
-			_, err := pgx.ForEachRow(rs, []any{&id, &seq}, func() error {
-				if q := queues[id]; q != nil {
-					q.departed[seq], q.stored[seq] = true, true
+				for _, seq := range departed {
+					q.departed[seq] = true
 				}
 				return nil
 			})
@@ -453,41 +448,45 @@ func queueStatusCounts(b *pgx.Batch, news, olds []*row) {
 		ORDER BY status ON CONFLICT (status) DO UPDATE SET n = order_status_counts.n + excluded.n`, statuses, ns)
 }
 
-// queueQueues writes the moved stores' queues: counts, sequence and
-// frontier in one statement, out-of-turn departures added and dropped in
-// one each.
+// queueQueues writes the moved stores' queues in one statement: counts,
+// sequence, frontier and the out-of-turn departures, sorted.
 func queueQueues(b *pgx.Batch, moved map[uuid.UUID]bool, queues map[uuid.UUID]*queue) {
 	if len(moved) == 0 {
 		return
 	}
-	var stores, addStores, dropStores []uuid.UUID
-	var pending, next, frontier, addSeqs, dropSeqs []int64
+	var stores []uuid.UUID
+	var pending, next, frontier []int64
+	var departed [][]int64
 	for id := range moved {
 		q := queues[id]
 		stores = append(stores, id)
 		pending, next, frontier = append(pending, q.pending), append(next, q.next), append(frontier, q.frontier)
-		for seq := range q.departed {
-			if !q.stored[seq] {
-				addStores, addSeqs = append(addStores, id), append(addSeqs, seq)
+		departed = append(departed, slices.Sorted(maps.Keys(q.departed)))
+	}
+	// A two-dimensional array must be rectangular, so each store's
+	// departures travel as text and are cast back.
+	b.Queue(`UPDATE store_queues q SET pending = c.pending, next_seq = c.next, frontier = c.frontier,
+			departed = c.departed::bigint[]
+		FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[]) AS c(id, pending, next, frontier, departed)
+		WHERE q.store_id = c.id`, stores, pending, next, frontier, arrayLiterals(departed))
+}
+
+// arrayLiterals writes each list as a Postgres array literal ('{1,2,3}').
+func arrayLiterals(lists [][]int64) []string {
+	out := make([]string, len(lists))
+	for i, l := range lists {
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for j, v := range l {
+			if j > 0 {
+				sb.WriteByte(',')
 			}
+			sb.WriteString(strconv.FormatInt(v, 10))
 		}
-		for seq := range q.stored {
-			if !q.departed[seq] {
-				dropStores, dropSeqs = append(dropStores, id), append(dropSeqs, seq)
-			}
-		}
+		sb.WriteByte('}')
+		out[i] = sb.String()
 	}
-	b.Queue(`UPDATE store_queues q SET pending = c.pending, next_seq = c.next, frontier = c.frontier
-		FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[]) AS c(id, pending, next, frontier)
-		WHERE q.store_id = c.id`, stores, pending, next, frontier)
-	if len(addSeqs) > 0 {
-		b.Queue(`INSERT INTO queue_departures (store_id, seq) SELECT * FROM unnest($1::uuid[], $2::bigint[])
-			ON CONFLICT DO NOTHING`, addStores, addSeqs)
-	}
-	if len(dropSeqs) > 0 {
-		b.Queue(`DELETE FROM queue_departures d USING unnest($1::uuid[], $2::bigint[]) AS x(store_id, seq)
-			WHERE d.store_id = x.store_id AND d.seq = x.seq`, dropStores, dropSeqs)
-	}
+	return out
 }
 
 // Projected is what the projector announces of an order it changed: its

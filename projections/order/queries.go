@@ -117,10 +117,10 @@ const orderColumns = `order_id, reference_id, store_id, status, duplicate, addon
 // PENDING order in its store's queue (NULL otherwise): its entry's
 // sequence number, less the store's frontier (entries up to it have all
 // left), less the entries beyond the frontier that left out of turn before
-// it. A few rows read, however long the queue (see migration 008).
+// it. One row read, however long the queue (see migrations 008 and 012).
 const queuePosition = `CASE WHEN o.status = 'PENDING' THEN
-	o.queue_seq - (SELECT frontier FROM store_queues q WHERE q.store_id = o.store_id)
-	- (SELECT count(*) FROM queue_departures d WHERE d.store_id = o.store_id AND d.seq < o.queue_seq) END`
+	o.queue_seq - (SELECT q.frontier + (SELECT count(*) FROM unnest(q.departed) AS d(seq) WHERE d.seq < o.queue_seq)
+		FROM store_queues q WHERE q.store_id = o.store_id) END`
 
 func scanOrder(row pgx.Row, o *Order, extra ...any) error {
 	return row.Scan(append([]any{&o.OrderID, &o.ReferenceID, &o.StoreID, &o.Status, &o.Duplicate, &o.AddonService,

@@ -30,7 +30,7 @@ func TestQueuePlaces(t *testing.T) {
 		{"everything leaving in reverse empties the queue", 3, []int64{3, 2, 1}, 3, nil, map[int64]int64{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &queue{departed: map[int64]bool{}, stored: map[int64]bool{}}
+			q := &queue{departed: map[int64]bool{}}
 			for range tc.entries {
 				q.enter()
 			}
