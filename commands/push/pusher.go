@@ -39,7 +39,7 @@ type Worker struct {
 	Shops  func(ctx context.Context, storeIDs []uuid.UUID) (map[uuid.UUID]string, error)
 	Notify *pgnotify.Listener // channel jobs.Notify
 	Log    *slog.Logger
-	Calls  int            // platform calls at once; default 16
+	Calls  int            // platform calls at once; default DefaultCalls
 	Naming schemas.Naming // topic names on the cluster
 }
 
@@ -67,7 +67,7 @@ type call struct {
 // Run works jobs until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
 	if w.Calls <= 0 {
-		w.Calls = 16
+		w.Calls = DefaultCalls
 	}
 	wake, stop := w.Notify.Subscribe(jobs.Notify, order.PushQueue)
 	defer stop()
