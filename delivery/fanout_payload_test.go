@@ -1,10 +1,10 @@
 package delivery
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/schemas"
 )

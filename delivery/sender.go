@@ -2,11 +2,11 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"

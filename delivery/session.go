@@ -2,12 +2,12 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
 	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/wait"

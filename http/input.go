@@ -3,7 +3,6 @@ package http
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
 	"github.com/printpod/pod/schemas"
 )

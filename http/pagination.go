@@ -3,9 +3,9 @@ package http
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"strconv"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
 )
 

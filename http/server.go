@@ -2,11 +2,11 @@ package http
 
 import (
 	"bytes"
-	"encoding/json"
 	"log/slog"
 	"strings"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"

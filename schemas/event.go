@@ -1,11 +1,11 @@
 package schemas
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 )
 

@@ -1,7 +1,6 @@
 package schemas_test
 
 import (
-	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"

@@ -1,10 +1,10 @@
 package schemas
 
 import (
-	"encoding/json"
 	"strconv"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

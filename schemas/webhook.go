@@ -1,9 +1,9 @@
 package schemas
 
 import (
-	"encoding/json"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 )
 

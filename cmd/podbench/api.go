@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"net/http"
 	"syscall"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // newHTTPClient is the client of the load and of the HTTP baseline:

@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // variant is the catalog entry every order of the run is placed for, found

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // loadStats are the live counters of the load, read by the progress line

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 func printJSON(w io.Writer, r result) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"

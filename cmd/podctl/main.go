@@ -6,13 +6,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/kafka"

@@ -1,11 +1,11 @@
 package order
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/schemas"
 )

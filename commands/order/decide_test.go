@@ -1,11 +1,11 @@
 package order
 
 import (
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/schemas"
 )

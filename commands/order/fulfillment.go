@@ -2,10 +2,10 @@ package order
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/printpod/pod/internal/stream"

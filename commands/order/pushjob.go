@@ -1,10 +1,10 @@
 package order
 
 import (
-	"encoding/json"
 	"strconv"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/schemas"

@@ -2,12 +2,12 @@ package order
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 )
 

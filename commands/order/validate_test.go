@@ -1,10 +1,10 @@
 package order
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 )

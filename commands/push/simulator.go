@@ -3,7 +3,6 @@ package push
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 )
 

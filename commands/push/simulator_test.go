@@ -2,7 +2,6 @@ package push
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 )
 

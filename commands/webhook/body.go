@@ -1,11 +1,11 @@
 package webhook
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/printpod/pod/schemas"
 )
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	json "github.com/go-json-experiment/json/v1"
 	"sigs.k8s.io/yaml"
 )
 

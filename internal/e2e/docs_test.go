@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"image"
 	"image/png"
@@ -27,6 +26,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/podtest"
 )

@@ -2,12 +2,12 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/catalog"
 	"github.com/printpod/pod/internal/testenv"

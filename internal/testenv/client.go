@@ -2,11 +2,12 @@ package testenv
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Client calls the API of a running podsvc.

@@ -5,9 +5,9 @@ package config
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -2,10 +2,10 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -1,7 +1,6 @@
 package livetest
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/printpod/pod/internal/testenv"
 	"sigs.k8s.io/yaml"
 )
