@@ -33,7 +33,11 @@ func (d Decisions) Decided(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (map
 // marking them in decided when b runs: for a caller that reads more in
 // the same round trip.
 func (d Decisions) QueueDecided(b *pgx.Batch, ids []uuid.UUID, decided map[uuid.UUID]bool) {
-	b.Queue(`SELECT command_id FROM `+pgx.Identifier{d.Table}.Sanitize()+` WHERE command_id = ANY($1)`, ids).
+	// One index probe per id (the LIMIT keeps the planner from turning the
+	// probes into a join): a batch of new commands reads nothing, however
+	// the table's size compares with the batch's.
+	b.Queue(`SELECT d.command_id FROM unnest($1::uuid[]) AS c(id)
+		CROSS JOIN LATERAL (SELECT command_id FROM `+pgx.Identifier{d.Table}.Sanitize()+` WHERE command_id = c.id LIMIT 1) d`, ids).
 		Query(func(rows pgx.Rows) error {
 			var id uuid.UUID
 			if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { decided[id] = true; return nil }); err != nil {
