@@ -34,6 +34,11 @@ type Consumer struct {
 	Topics   []string // cluster names (schemas.Naming.Topic)
 	Handle   Handler
 	MaxBatch int // records per batch; default 1000
+	// Linger, when set, gathers a batch for up to this long after its first
+	// records arrive (or until MaxBatch), for a stage whose writes merge
+	// when related records meet in one batch. It delays the stage's
+	// output by as much, so only stages nobody waits on set it.
+	Linger time.Duration
 	// IdleCheck is how often an idle consumer looks for a rewind of its
 	// stored offsets (podctl replay); default 2s.
 	IdleCheck time.Duration
@@ -156,12 +161,16 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			cl.AllowRebalance()
 			return ctx.Err()
 		}
-		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				log.Warn("fetch error", "topic", t, "partition", p, "err", err)
-			}
-		})
+		logFetchErrors(fetches, log)
 		recs := fetches.Records()
+		if len(recs) > 0 && c.Linger > 0 {
+			var closed bool
+			recs, closed = linger(ctx, cl, c, recs, log)
+			if closed {
+				cl.AllowRebalance()
+				return ctx.Err()
+			}
+		}
 		if len(recs) == 0 {
 			// Nothing to do is progress too: only a consumer stuck on a
 			// batch goes stale.
@@ -193,6 +202,33 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		cl.MarkCommitRecords(recs...)
 		cl.AllowRebalance()
 	}
+}
+
+// linger polls on for c.Linger after a batch's first records (recs), up
+// to c.MaxBatch records. It reports whether the client closed meanwhile.
+// Rebalances stay blocked while it gathers (BlockRebalanceOnPoll), so the
+// batch's partitions stay this member's.
+func linger(ctx context.Context, cl *kgo.Client, c Consumer, recs []*kgo.Record, log *slog.Logger) ([]*kgo.Record, bool) {
+	deadline := time.Now().Add(c.Linger)
+	for len(recs) < c.MaxBatch && time.Now().Before(deadline) {
+		pollCtx, cancel := context.WithDeadline(ctx, deadline)
+		fetches := cl.PollRecords(pollCtx, c.MaxBatch-len(recs))
+		cancel()
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return recs, true
+		}
+		logFetchErrors(fetches, log)
+		recs = append(recs, fetches.Records()...)
+	}
+	return recs, false
+}
+
+func logFetchErrors(fetches kgo.Fetches, log *slog.Logger) {
+	fetches.EachError(func(t string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		}
+	})
 }
 
 // Step applies a batch and returns the records it applied.

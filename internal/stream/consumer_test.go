@@ -325,3 +325,47 @@ func TestReplayRewindsABusyConsumer(t *testing.T) {
 	f.produce(t, 100, 160)
 	f.waitCount(t, 160)
 }
+
+// TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch: a
+// record that arrives a moment after another is applied with it when the
+// stage lingers, and alone when it does not.
+func TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		linger   time.Duration
+		together bool
+	}{
+		{"lingering a second", time.Second, true},
+		{"not lingering", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			var mu sync.Mutex
+			batchOf := map[string]int{} // value -> the batch it was applied in
+			batches := 0
+			c := Consumer{Name: "test.linger", Topics: []string{topic}, Linger: tc.linger,
+				Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+					mu.Lock()
+					batches++
+					for _, r := range recs {
+						batchOf[string(r.Value)] = batches
+					}
+					mu.Unlock()
+					return insertHandler(ctx, tx, recs)
+				}}
+			r := f.start(c)
+			defer r.stop()
+			f.produce(t, 0, 1) // the stage is running once this is applied
+			f.waitCount(t, 1)
+			f.produce(t, 1, 2)
+			time.Sleep(300 * time.Millisecond) // the second record arrives 300 ms after the first
+			f.produce(t, 2, 3)
+			f.waitCount(t, 3)
+			mu.Lock()
+			defer mu.Unlock()
+			if got := batchOf["v00001"] == batchOf["v00002"]; got != tc.together {
+				t.Fatalf("records 300 ms apart applied together: %v, want %v (batches %v)", got, tc.together, batchOf)
+			}
+		})
+	}
+}
