@@ -592,7 +592,7 @@ func TestClientAllowedTarget(t *testing.T) {
 	if err := g.CheckURL(srv.URL + "/"); err != nil {
 		t.Fatalf("CheckURL(%q) = %v", srv.URL, err)
 	}
-	resp, err := post(t, g.Client(5*time.Second, 16), srv.URL+"/")
+	resp, err := post(t, g.Client(5*time.Second, 256, 16), srv.URL+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +608,7 @@ func TestClientRefusesUnlistedTarget(t *testing.T) {
 		"production":    {Production: true, AllowTargets: []string{srv.Listener.Addr().String()}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := post(t, g.Client(5*time.Second, 16), srv.URL+"/")
+			_, err := post(t, g.Client(5*time.Second, 256, 16), srv.URL+"/")
 			if !errors.Is(err, ErrBlockedTarget) {
 				t.Fatalf("error %v, want ErrBlockedTarget", err)
 			}
@@ -625,7 +625,7 @@ func TestClientRefusesRebinding(t *testing.T) {
 	if err := g.CheckURL(hook); err != nil {
 		t.Fatalf("CheckURL(%q) = %v (names are only checked at connect time)", hook, err)
 	}
-	_, err := post(t, g.Client(5*time.Second, 16), hook)
+	_, err := post(t, g.Client(5*time.Second, 256, 16), hook)
 	if !errors.Is(err, ErrBlockedTarget) {
 		t.Fatalf("error %v, want ErrBlockedTarget", err)
 	}
@@ -637,7 +637,7 @@ func TestClientRefusesRebinding(t *testing.T) {
 func TestClientDoesNotFollowRedirects(t *testing.T) {
 	srv, second := newHookServer(t)
 	g := &Guard{AllowTargets: []string{srv.Listener.Addr().String()}}
-	resp, err := post(t, g.Client(5*time.Second, 16), srv.URL+"/start")
+	resp, err := post(t, g.Client(5*time.Second, 256, 16), srv.URL+"/start")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,7 +656,7 @@ func TestClientIgnoresProxyEnvironment(t *testing.T) {
 	t.Setenv("NO_PROXY", "")
 	srv, _ := newHookServer(t)
 	g := &Guard{AllowTargets: []string{srv.Listener.Addr().String()}}
-	c := g.Client(5*time.Second, 16)
+	c := g.Client(5*time.Second, 256, 16)
 	if tr := c.Transport.(*http.Transport); tr.Proxy != nil {
 		t.Fatal("transport has a Proxy func")
 	}
@@ -671,7 +671,7 @@ func TestClientIgnoresProxyEnvironment(t *testing.T) {
 
 func TestClientSettings(t *testing.T) {
 	g := &Guard{}
-	c := g.Client(7*time.Second, 16)
+	c := g.Client(7*time.Second, 256, 16)
 	if c.Timeout != 7*time.Second {
 		t.Errorf("Timeout %v", c.Timeout)
 	}

@@ -34,7 +34,7 @@ func TestSendOutcomes(t *testing.T) {
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	resolver := &stubResolver{answers: map[string][]netip.Addr{"rebind.test": addrs("127.0.0.1")}}
 	guard := &Guard{AllowTargets: []string{addr}, Resolver: resolver}
-	s := &Sender{HTTP: guard.Client(200*time.Millisecond, 16), Timeout: 200 * time.Millisecond}
+	s := &Sender{HTTP: guard.Client(200*time.Millisecond, 256, 16), Timeout: 200 * time.Millisecond}
 	secret, _ := NewSecret()
 	task := schemas.DeliveryTask{EventID: uuid.New(), Topic: "order.created", Payload: []byte(`{"id":"x"}`)}
 	cases := []struct {
