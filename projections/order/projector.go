@@ -163,9 +163,13 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 	}
 	rows := make(map[uuid.UUID]*row, len(ids))
 	read := &pgx.Batch{}
-	read.Queue(`WITH ins AS (INSERT INTO store_queues (store_id, pending) SELECT s, 0 FROM unnest($1::uuid[]) AS s
-		ORDER BY s ON CONFLICT (store_id) DO NOTHING)
-		SELECT store_id, pending, next_seq, frontier, departed FROM store_queues WHERE store_id = ANY($1)
+	// A store's row is created in a statement of its own: the locking read
+	// that follows takes a new snapshot, so it sees a row another projector
+	// created and committed meanwhile (one statement's parts share a
+	// snapshot, and the read would start that store from zero).
+	read.Queue(`INSERT INTO store_queues (store_id, pending) SELECT s, 0 FROM unnest($1::uuid[]) AS s
+		ORDER BY s ON CONFLICT (store_id) DO NOTHING`, stores)
+	read.Queue(`SELECT store_id, pending, next_seq, frontier, departed FROM store_queues WHERE store_id = ANY($1)
 		ORDER BY store_id FOR UPDATE`, stores).
 		Query(func(rs pgx.Rows) error {
 			var id uuid.UUID
