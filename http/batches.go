@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -57,7 +58,15 @@ func (b *Batches) post(c *fiber.Ctx) error {
 	dec := json.NewDecoder(bytes.NewReader(c.Body()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		return Validation("", "the body must be a JSON object {\"orders\": [create-order bodies]}: "+err.Error())
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "orders" {
+			return Validation("orders", "orders must be an array of create-order bodies")
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			name = strings.Trim(name, `"`)
+			return Validation(name, "unknown field "+name+": the body must be a JSON object {\"orders\": [create-order bodies]}")
+		}
+		return Validation("", "the body must be a JSON object {\"orders\": [create-order bodies]}")
 	}
 	n := len(body.Orders)
 	if n == 0 || n > MaxBatchOrders {

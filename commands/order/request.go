@@ -193,7 +193,10 @@ func typeError(prefix string, err error) *FieldError {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		f := join(prefix, te.Field)
+		// A member of a map (sides) is named by its key, escaped as in a
+		// JSON pointer.
+		field := strings.NewReplacer("~1", "/", "~0", "~").Replace(te.Field)
+		f := join(prefix, field)
 		return fieldErr(f, "%s must be %s", f, jsonKind(te.Type.Kind().String()))
 	}
 	msg := err.Error()

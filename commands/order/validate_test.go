@@ -145,6 +145,8 @@ func TestCreateRules(t *testing.T) {
 		{"empty sides", with(t, lines(line(map[string]any{"sides": map[string]any{}}))), "line_items[0].sides", "At least one side design is required"},
 		{"only a mockup", with(t, lines(line(map[string]any{"sides": map[string]any{"mockup_url": "https://m.example/m.png"}}))), "line_items[0].sides", "At least one side design is required"},
 		{"unknown side", with(t, lines(line(map[string]any{"sides": map[string]any{"chest": "https://a.example/x.png"}}))), "line_items[0].sides.chest", "Invalid side code"},
+		{"a side that is not a string is named by its key", with(t, lines(line(map[string]any{"sides": map[string]any{"back": 7}}))), "line_items[0].sides.back", "line_items[0].sides.back must be a string"},
+		{"a side key with a slash is named as sent", with(t, lines(line(map[string]any{"sides": map[string]any{"a/b~c": true}}))), "line_items[0].sides.a/b~c", "line_items[0].sides.a/b~c must be a string"},
 		{"side url scheme", with(t, lines(line(map[string]any{"sides": map[string]any{"back": "ftp://a.example/x.png"}}))), "line_items[0].sides.back", "line_items[0].sides.back must be an image URL starting with http:// or https:// (at most 2048 characters)"},
 		{"unknown variant", with(t, lines(line(map[string]any{"variant_id": uuid.NewString()}))), "line_items[0].variant_id", "variant_id not found"},
 		{"archived product", with(t, lines(line(map[string]any{"variant_id": vArchived.String()}))), "line_items[0].variant_id", "variant is not available"},
