@@ -327,15 +327,15 @@ func TestReplayRewindsABusyConsumer(t *testing.T) {
 }
 
 // TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch: a
-// record that arrives a moment after another is applied with it when the
-// stage lingers, and alone when it does not.
+// record that arrives a second after another is applied with it when the
+// stage lingers longer, and alone when it does not.
 func TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		linger   time.Duration
 		together bool
 	}{
-		{"lingering a second", time.Second, true},
+		{"lingering three seconds", 3 * time.Second, true},
 		{"not lingering", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -358,13 +358,13 @@ func TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch(t *testi
 			f.produce(t, 0, 1) // the stage is running once this is applied
 			f.waitCount(t, 1)
 			f.produce(t, 1, 2)
-			time.Sleep(300 * time.Millisecond) // the second record arrives 300 ms after the first
+			time.Sleep(time.Second) // the second record arrives a second after the first
 			f.produce(t, 2, 3)
 			f.waitCount(t, 3)
 			mu.Lock()
 			defer mu.Unlock()
 			if got := batchOf["v00001"] == batchOf["v00002"]; got != tc.together {
-				t.Fatalf("records 300 ms apart applied together: %v, want %v (batches %v)", got, tc.together, batchOf)
+				t.Fatalf("records a second apart applied together: %v, want %v (batches %v)", got, tc.together, batchOf)
 			}
 		})
 	}
