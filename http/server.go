@@ -41,6 +41,9 @@ type Server struct {
 	Orders    *Orders   // nil: no order endpoints
 	Batches   *Batches  // nil: no bulk intake
 	Webhooks  *Webhooks // nil: no webhook endpoints
+	// ReadTimeout bounds reading one request, and the wait for a new
+	// connection's first; default 30s.
+	ReadTimeout time.Duration
 
 	methods *methodTable
 }
@@ -93,12 +96,16 @@ func (s *Server) OpsApp() *fiber.App {
 		s.methods = &methodTable{}
 	}
 	onError := errorHandler(s.Log, s.methods)
+	readTimeout := s.ReadTimeout
+	if readTimeout <= 0 {
+		readTimeout = 30 * time.Second
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "podsvc",
 		BodyLimit:             BodyLimit,
 		ErrorHandler:          onError,
 		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
+		ReadTimeout:           readTimeout,
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 		JSONEncoder:           marshalJSON,
