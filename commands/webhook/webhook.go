@@ -58,30 +58,20 @@ type Command struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Webhook is the decider's state of one webhook. The json names are the
-// webhooks table's columns: the decider writes a batch's webhooks as one
-// JSON array (jsonb_populate_recordset).
+// Webhook is the decider's state of one webhook: what its events carry,
+// plus its sealed secrets and creation time. The json names are the
+// webhooks table's columns (the fact's fields are promoted): the decider
+// writes a batch's webhooks as one JSON array (jsonb_populate_recordset).
 type Webhook struct {
-	ID                  uuid.UUID  `json:"id"`
-	AccountID           uuid.UUID  `json:"account_id"`
-	URL                 string     `json:"url"`
-	Description         *string    `json:"description"`
-	Topics              []string   `json:"topics"`
-	IsActive            bool       `json:"is_active"`
-	DisabledReason      *string    `json:"disabled_reason"`
-	Gen                 int        `json:"gen"`
+	schemas.WebhookFact
 	Secret              string     `json:"secret"` // sealed
 	PreviousSecret      *string    `json:"previous_secret"`
 	PreviousSecretUntil *time.Time `json:"previous_secret_until"`
 	CreatedAt           time.Time  `json:"created_at"`
-	UpdatedAt           time.Time  `json:"updated_at"`
 }
 
 // Fact is the webhook as its events carry it.
-func (w Webhook) Fact() schemas.WebhookFact {
-	return schemas.WebhookFact{ID: w.ID, AccountID: w.AccountID, URL: w.URL, Description: w.Description,
-		Topics: w.Topics, IsActive: w.IsActive, DisabledReason: w.DisabledReason, Gen: w.Gen, UpdatedAt: w.UpdatedAt}
-}
+func (w Webhook) Fact() schemas.WebhookFact { return w.WebhookFact }
 
 // Change is what Decide did to the command's webhook: the new state (nil
 // when deleted or unchanged) and the event type announcing it ("" when
@@ -108,8 +98,8 @@ func Decide(hooks map[uuid.UUID]*Webhook, c Command, now time.Time) (Change, err
 		if c.URL == nil || len(c.Topics) == 0 || c.Secret == "" {
 			return Change{}, errors.New("create command without url, topics or secret")
 		}
-		nw := &Webhook{ID: c.WebhookID, AccountID: c.AccountID, URL: *c.URL, Description: c.Description,
-			Topics: c.Topics, IsActive: true, Gen: 1, Secret: c.Secret, CreatedAt: now, UpdatedAt: now}
+		nw := &Webhook{WebhookFact: schemas.WebhookFact{ID: c.WebhookID, AccountID: c.AccountID, URL: *c.URL,
+			Description: c.Description, Topics: c.Topics, IsActive: true, Gen: 1, UpdatedAt: now}, Secret: c.Secret, CreatedAt: now}
 		return Change{Webhook: nw, EventType: schemas.TypeWebhookCreated}, nil
 	}
 	if w == nil {

@@ -21,8 +21,9 @@ func TestDecide(t *testing.T) {
 
 	// active is a webhook of client at generation 2.
 	active := func() *Webhook {
-		return &Webhook{ID: hookID, AccountID: client, URL: "https://shop.example/hooks", Description: str("orders"),
-			Topics: []string{"order.created"}, IsActive: true, Gen: 2, Secret: "sealed-1", CreatedAt: earlier, UpdatedAt: earlier}
+		return &Webhook{WebhookFact: schemas.WebhookFact{ID: hookID, AccountID: client, URL: "https://shop.example/hooks",
+			Description: str("orders"), Topics: []string{"order.created"}, IsActive: true, Gen: 2, UpdatedAt: earlier},
+			Secret: "sealed-1", CreatedAt: earlier}
 	}
 	disabled := func() *Webhook {
 		w := active()
@@ -70,8 +71,9 @@ func TestDecide(t *testing.T) {
 		wantErr error // nil: no error; errAny: any error
 	}{
 		{"a create makes an active webhook of generation 1", hooksOf(), create,
-			Change{Webhook: &Webhook{ID: hookID, AccountID: client, URL: "https://shop.example/hooks", Topics: []string{"order.created"},
-				IsActive: true, Gen: 1, Secret: "sealed-1", CreatedAt: now, UpdatedAt: now}, EventType: schemas.TypeWebhookCreated}, nil},
+			Change{Webhook: &Webhook{WebhookFact: schemas.WebhookFact{ID: hookID, AccountID: client, URL: "https://shop.example/hooks",
+				Topics: []string{"order.created"}, IsActive: true, Gen: 1, UpdatedAt: now}, Secret: "sealed-1", CreatedAt: now},
+				EventType: schemas.TypeWebhookCreated}, nil},
 		{"the same create again changes nothing", hooksOf(active()), create, Change{}, nil},
 		{"a sixth webhook is refused", fiveOthers(), create, Change{}, ErrLimitReached},
 		{"a create without a secret is refused", hooksOf(), cmd(KindCreate, func(c *Command) { c.URL, c.Topics = str("https://x.example"), []string{"order.created"} }), Change{}, errAny},
