@@ -327,8 +327,8 @@ func TestReplayRewindsABusyConsumer(t *testing.T) {
 }
 
 // TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch: a
-// record that arrives a second after another is applied with it when the
-// stage lingers longer, and alone when it does not.
+// record produced once the stage has fetched another is applied with it
+// when the stage lingers, and alone when it does not.
 func TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -343,7 +343,9 @@ func TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch(t *testi
 			var mu sync.Mutex
 			batchOf := map[string]int{} // value -> the batch it was applied in
 			batches := 0
+			fetched := fetchedHook{value: "v00001", seen: make(chan struct{})}
 			c := Consumer{Name: "test.linger", Topics: []string{topic}, Linger: tc.linger,
+				SessionOpts: func() []kgo.Opt { return []kgo.Opt{kgo.WithHooks(&fetched)} },
 				Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 					mu.Lock()
 					batches++
@@ -358,14 +360,32 @@ func TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch(t *testi
 			f.produce(t, 0, 1) // the stage is running once this is applied
 			f.waitCount(t, 1)
 			f.produce(t, 1, 2)
-			time.Sleep(time.Second) // the second record arrives a second after the first
+			select { // the stage holds the first record before the second exists
+			case <-fetched.seen:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the stage never fetched the first record")
+			}
 			f.produce(t, 2, 3)
 			f.waitCount(t, 3)
 			mu.Lock()
 			defer mu.Unlock()
 			if got := batchOf["v00001"] == batchOf["v00002"]; got != tc.together {
-				t.Fatalf("records a second apart applied together: %v, want %v (batches %v)", got, tc.together, batchOf)
+				t.Fatalf("a record produced after the first was fetched applied with it: %v, want %v (batches %v)", got, tc.together, batchOf)
 			}
 		})
+	}
+}
+
+// fetchedHook closes seen when the client has fetched the record whose
+// value is value.
+type fetchedHook struct {
+	value string
+	seen  chan struct{}
+	once  sync.Once
+}
+
+func (h *fetchedHook) OnFetchRecordBuffered(r *kgo.Record) {
+	if string(r.Value) == h.value {
+		h.once.Do(func() { close(h.seen) })
 	}
 }
