@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/testenv"
 )
@@ -23,15 +23,7 @@ import (
 // behind once the callers are done.
 func TestHooksNeverServeAReadOlderThanTheCall(t *testing.T) {
 	ctx := context.Background()
-	url := testenv.NewDatabase(t)
-	if err := pg.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pg.NewPool(ctx, url, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewPool(t)
 	box, err := secretbox.New(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
