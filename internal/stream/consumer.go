@@ -34,11 +34,19 @@ type Consumer struct {
 	Topics   []string // cluster names (schemas.Naming.Topic)
 	Handle   Handler
 	MaxBatch int // records per batch; default 1000
-	// Linger, when set, gathers a batch for up to this long after its first
-	// records arrive (or until MaxBatch), for a stage whose writes merge
-	// when related records meet in one batch. It delays the stage's
-	// output by as much, so only stages nobody waits on set it.
-	Linger time.Duration
+	// Linger gathers a batch: once a poll returns records, the consumer
+	// polls on for up to Linger, until the batch holds LingerBatch records
+	// (MaxBatch when 0). Each batch costs a transaction and its round trips
+	// whatever its size, so a stage fed a few records at a time pays them
+	// for every few records. Unset, it is BriefLinger up to
+	// BriefLingerBatch records: under load a poll returns that many at once
+	// and nothing waits; at a few hundred orders a second a batch gathers
+	// the records of a few milliseconds. A stage whose writes merge when
+	// related records meet in one batch lingers longer, delaying its
+	// output by as much, so only stages nobody waits on do. Negative: no
+	// linger.
+	Linger      time.Duration
+	LingerBatch int
 	// IdleCheck is how often an idle consumer looks for a rewind of its
 	// stored offsets (podctl replay); default 2s.
 	IdleCheck time.Duration
@@ -73,6 +81,12 @@ func (r *Runner) Run(ctx context.Context, c Consumer) error {
 	}
 	if c.IdleCheck <= 0 {
 		c.IdleCheck = 2 * time.Second
+	}
+	if c.Linger == 0 {
+		c.Linger, c.LingerBatch = BriefLinger, BriefLingerBatch
+	}
+	if c.LingerBatch <= 0 || c.LingerBatch > c.MaxBatch {
+		c.LingerBatch = c.MaxBatch
 	}
 	log := r.Log.With("consumer", c.Name)
 	r.Metrics.start(c.Name)
@@ -204,15 +218,23 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 }
 
-// linger polls on for c.Linger after a batch's first records (recs), up
-// to c.MaxBatch records. It reports whether the client closed meanwhile.
+// BriefLinger and BriefLingerBatch are a stage's linger unless it sets
+// its own (Consumer.Linger).
+const (
+	BriefLinger      = 5 * time.Millisecond
+	BriefLingerBatch = 64
+)
+
+// linger polls on for c.Linger after a batch's first records (recs), until
+// the batch holds c.LingerBatch records. It reports whether the client
+// closed meanwhile.
 // Rebalances stay blocked while it gathers (BlockRebalanceOnPoll), so the
 // batch's partitions stay this member's.
 func linger(ctx context.Context, cl *kgo.Client, c Consumer, recs []*kgo.Record, log *slog.Logger) ([]*kgo.Record, bool) {
 	deadline := time.Now().Add(c.Linger)
-	for len(recs) < c.MaxBatch && time.Now().Before(deadline) {
+	for len(recs) < c.LingerBatch && time.Now().Before(deadline) {
 		pollCtx, cancel := context.WithDeadline(ctx, deadline)
-		fetches := cl.PollRecords(pollCtx, c.MaxBatch-len(recs))
+		fetches := cl.PollRecords(pollCtx, c.LingerBatch-len(recs))
 		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return recs, true
