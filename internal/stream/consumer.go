@@ -403,9 +403,10 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 	})
 }
 
-// apply runs one transaction: lock the offset rows of the batch's
-// partitions, drop records already applied, run the handler, produce what
-// it emits, store the new offsets, commit. The produce comes before the
+// apply runs one transaction: claim the offset rows of the batch's
+// partitions (lock them and move them past the batch, in one statement),
+// drop records already applied, run the handler, produce what it emits,
+// commit. The produce comes before the
 // commit and under the offset rows' locks, so an emitted record is never
 // lost (a crash before the commit redoes the batch, which emits the same
 // records again) and two members never emit for one partition at once.
@@ -425,12 +426,15 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		}
 		byTP[k] = append(byTP[k], rec)
 	}
-	stored, err := lockOffsets(ctx, tx, c.Name, keys)
+	fetched := make([]int64, len(keys))
+	for i, k := range keys {
+		part := byTP[k]
+		fetched[i] = part[len(part)-1].Offset + 1
+	}
+	stored, err := claimOffsets(ctx, tx, c.Name, keys, fetched)
 	if err != nil {
 		return nil, err
 	}
-	var moved []tp
-	var next []int64
 	for _, k := range keys {
 		part := byTP[k]
 		i := 0
@@ -456,8 +460,6 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 			continue
 		}
 		applied = append(applied, part...)
-		moved = append(moved, k)
-		next = append(next, part[len(part)-1].Offset+1)
 	}
 	if len(applied) == 0 {
 		return nil, nil
@@ -465,9 +467,6 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 	emitted, err := c.Handle(ctx, tx, applied)
 	if err != nil {
 		return nil, fmt.Errorf("handle %s: %w", c.Name, err)
-	}
-	if err := storeOffsets(ctx, tx, c.Name, moved, next); err != nil {
-		return nil, err
 	}
 	if len(emitted) > 0 {
 		if r.Producer == nil {
@@ -483,60 +482,72 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 	return applied, nil
 }
 
-// lockOffsets makes sure the offset rows of keys exist, then locks them (in
-// key order, so members locking overlapping sets cannot deadlock) and
-// returns the stored offsets: two members (one a zombie) can never both
-// pass this point with the same stored offset, even for a partition seen
-// for the first time. Once the rows exist it is one statement.
-func lockOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp) (map[tp]int64, error) {
-	topics := make([]string, len(keys))
-	parts := make([]int32, len(keys))
-	for i, k := range keys {
-		topics[i], parts[i] = k.topic, k.partition
-	}
-	lock := func() (map[tp]int64, error) {
-		rows, err := tx.Query(ctx, `SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
-			JOIN unnest($2::text[], $3::int[]) AS k(topic, partition) ON o.topic = k.topic AND o.partition = k.partition
-			WHERE o.consumer = $1 ORDER BY o.topic, o.partition FOR UPDATE OF o`, consumer, topics, parts)
-		if err != nil {
-			return nil, err
+// claimOffsets locks the offset rows of keys (creating the missing ones
+// at 0), moves each forward to its next unless it is already there or
+// beyond, and returns the offsets stored before: one statement once the
+// rows exist. The rows are locked in key order, so members claiming
+// overlapping sets cannot deadlock, and two members (one a zombie) can
+// never both pass this point with the same stored offset, even for a
+// partition seen for the first time: the second waits for the first to
+// commit and then reads the offset it stored. The move takes effect only
+// if the transaction commits, so a caller that finds the batch already
+// applied, or that must re-read, rolls back and nothing moved.
+func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64) (map[tp]int64, error) {
+	stored := make(map[tp]int64, len(keys))
+	// The locking read is materialized: read once, before any row moves.
+	// Planned as a subquery it could be scanned again after the update
+	// moved a row, and a row this statement already updated is not locked
+	// (nor returned) a second time.
+	claim := func(keys []tp, next []int64) error {
+		topics := make([]string, len(keys))
+		parts := make([]int32, len(keys))
+		for i, k := range keys {
+			topics[i], parts[i] = k.topic, k.partition
 		}
-		stored := make(map[tp]int64, len(keys))
+		rows, err := tx.Query(ctx, `WITH l AS MATERIALIZED (
+				SELECT s.topic, s.partition, s.next_offset, k.next FROM consumer_offsets s
+				JOIN unnest($2::text[], $3::int[], $4::bigint[]) AS k(topic, partition, next) ON s.topic = k.topic AND s.partition = k.partition
+				WHERE s.consumer = $1 ORDER BY s.topic, s.partition FOR UPDATE OF s)
+			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), updated_at = now()
+			FROM l WHERE o.consumer = $1 AND o.topic = l.topic AND o.partition = l.partition
+			RETURNING l.topic, l.partition, l.next_offset`, consumer, topics, parts, next)
+		if err != nil {
+			return err
+		}
 		var k tp
 		var off int64
 		_, err = pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &off}, func() error {
 			stored[k] = off
 			return nil
 		})
-		return stored, err
+		return err
 	}
-	stored, err := lock()
+	err := claim(keys, next)
 	if err == nil && len(stored) < len(keys) {
+		// First sight of some partitions: create their rows, then claim
+		// those (the others are claimed already).
+		var missing []tp
+		var missingNext []int64
+		for i, k := range keys {
+			if _, ok := stored[k]; !ok {
+				missing, missingNext = append(missing, k), append(missingNext, next[i])
+			}
+		}
+		topics := make([]string, len(missing))
+		parts := make([]int32, len(missing))
+		for i, k := range missing {
+			topics[i], parts[i] = k.topic, k.partition
+		}
 		if _, err = tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
 			SELECT $1, topic, partition, 0 FROM unnest($2::text[], $3::int[]) AS k(topic, partition)
 			ORDER BY topic, partition ON CONFLICT DO NOTHING`, consumer, topics, parts); err == nil {
-			stored, err = lock()
+			err = claim(missing, missingNext)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lock offsets of %s: %w", consumer, err)
+		return nil, fmt.Errorf("claim offsets of %s: %w", consumer, err)
 	}
 	return stored, nil
-}
-
-// storeOffsets sets the next offset of each of keys, in one statement.
-func storeOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64) error {
-	topics := make([]string, len(keys))
-	parts := make([]int32, len(keys))
-	for i, k := range keys {
-		topics[i], parts[i] = k.topic, k.partition
-	}
-	if _, err := tx.Exec(ctx, `UPDATE consumer_offsets o SET next_offset = k.next, updated_at = now()
-		FROM unnest($2::text[], $3::int[], $4::bigint[]) AS k(topic, partition, next)
-		WHERE o.consumer = $1 AND o.topic = k.topic AND o.partition = k.partition`, consumer, topics, parts, next); err != nil {
-		return fmt.Errorf("store offsets of %s: %w", consumer, err)
-	}
-	return nil
 }
 
 // logStartFunc tells the first offset a partition's log still holds.
