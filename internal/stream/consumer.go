@@ -227,9 +227,8 @@ const (
 
 // linger polls on for c.Linger after a batch's first records (recs), until
 // the batch holds c.LingerBatch records. It reports whether the client
-// closed meanwhile.
-// Rebalances stay blocked while it gathers (BlockRebalanceOnPoll), so the
-// batch's partitions stay this member's.
+// closed meanwhile. Rebalances stay blocked while it gathers
+// (BlockRebalanceOnPoll), so the batch's partitions stay this member's.
 func linger(ctx context.Context, cl *kgo.Client, c Consumer, recs []*kgo.Record, log *slog.Logger) ([]*kgo.Record, bool) {
 	deadline := time.Now().Add(c.Linger)
 	for len(recs) < c.LingerBatch && time.Now().Before(deadline) {
@@ -406,10 +405,10 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 // apply runs one transaction: claim the offset rows of the batch's
 // partitions (lock them and move them past the batch, in one statement),
 // drop records already applied, run the handler, produce what it emits,
-// commit. The produce comes before the
-// commit and under the offset rows' locks, so an emitted record is never
-// lost (a crash before the commit redoes the batch, which emits the same
-// records again) and two members never emit for one partition at once.
+// commit. The produce comes before the commit and under the offset rows'
+// locks, so an emitted record is never lost (a crash before the commit
+// redoes the batch, which emits the same records again) and two members
+// never emit for one partition at once.
 func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
 	tx, err := r.Pool.Begin(ctx)
 	if err != nil {
@@ -499,11 +498,7 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 	// moved a row, and a row this statement already updated is not locked
 	// (nor returned) a second time.
 	claim := func(keys []tp, next []int64) error {
-		topics := make([]string, len(keys))
-		parts := make([]int32, len(keys))
-		for i, k := range keys {
-			topics[i], parts[i] = k.topic, k.partition
-		}
+		topics, parts := keyColumns(keys)
 		rows, err := tx.Query(ctx, `WITH l AS MATERIALIZED (
 				SELECT s.topic, s.partition, s.next_offset, k.next FROM consumer_offsets s
 				JOIN unnest($2::text[], $3::int[], $4::bigint[]) AS k(topic, partition, next) ON s.topic = k.topic AND s.partition = k.partition
@@ -533,11 +528,7 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 				missing, missingNext = append(missing, k), append(missingNext, next[i])
 			}
 		}
-		topics := make([]string, len(missing))
-		parts := make([]int32, len(missing))
-		for i, k := range missing {
-			topics[i], parts[i] = k.topic, k.partition
-		}
+		topics, parts := keyColumns(missing)
 		if _, err = tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
 			SELECT $1, topic, partition, 0 FROM unnest($2::text[], $3::int[]) AS k(topic, partition)
 			ORDER BY topic, partition ON CONFLICT DO NOTHING`, consumer, topics, parts); err == nil {
@@ -548,6 +539,16 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 		return nil, fmt.Errorf("claim offsets of %s: %w", consumer, err)
 	}
 	return stored, nil
+}
+
+// keyColumns are keys as the two arrays a statement unnests.
+func keyColumns(keys []tp) ([]string, []int32) {
+	topics := make([]string, len(keys))
+	parts := make([]int32, len(keys))
+	for i, k := range keys {
+		topics[i], parts[i] = k.topic, k.partition
+	}
+	return topics, parts
 }
 
 // logStartFunc tells the first offset a partition's log still holds.
