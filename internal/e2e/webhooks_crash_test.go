@@ -79,7 +79,7 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 		t.Fatalf("%d order events on the log, want %d", len(events), orders*3)
 	}
 
-	testenv.Eventually(t, 60*time.Second, func() error {
+	if err := testenv.Poll(60*time.Second, func() error {
 		var total, ok int
 		if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'success') FROM webhook_deliveries
 			WHERE webhook_id = $1`, w.ID).Scan(&total, &ok); err != nil {
@@ -89,7 +89,10 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 			return fmt.Errorf("%d deliveries, %d succeeded; want %d", total, ok, len(events))
 		}
 		return nil
-	})
+	}); err != nil {
+		reportUnfinishedDeliveries(t, pool, rc, w.ID.String(), events)
+		t.Fatalf("within a minute of the restart: %v", err)
+	}
 	rows, err := pool.Query(ctx, `SELECT event_id::text, attempts, last_status_code FROM webhook_deliveries WHERE webhook_id = $1`, w.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -136,4 +139,47 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 		}
 	}
 	t.Logf("%d events, %d requests in all (%d before the kill), %d repeated successes", len(events), len(rc.requests()), before, extra)
+}
+
+// reportUnfinishedDeliveries logs, for each event of events whose delivery
+// to webhook is not logged as succeeded, its log row and the requests the
+// endpoint got for it; then every stored stage offset.
+func reportUnfinishedDeliveries(t *testing.T, pool *pgxpool.Pool, rc *receiver, webhook string, events map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	byID := map[string][]received{}
+	for _, g := range rc.requests() {
+		byID[g.ID] = append(byID[g.ID], g)
+	}
+	for id, typ := range events {
+		var status, row string
+		err := pool.QueryRow(ctx, `SELECT status, format('attempts %s, run %s, run_attempt %s, last code %s, last error %s, next retry %s, created %s, updated %s',
+			attempts, run, run_attempt, last_status_code, last_error, next_retry_at, created_at, updated_at)
+			FROM webhook_deliveries WHERE webhook_id = $1 AND event_id = $2`, webhook, id).Scan(&status, &row)
+		if err == nil && status == "success" {
+			continue
+		}
+		var reqs []string
+		for _, g := range byID[id] {
+			reqs = append(reqs, fmt.Sprintf("%s → %d", g.At.Format("15:04:05.000"), g.Status))
+		}
+		t.Logf("unfinished: event %s (%s): log row %s %s (%v); endpoint requests: %v", id, typ, status, row, err, reqs)
+	}
+	rows, err := pool.Query(ctx, `SELECT consumer, topic, partition, next_offset, updated_at FROM consumer_offsets ORDER BY 1, 2, 3`)
+	if err != nil {
+		t.Logf("stored offsets: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var consumer, topic string
+		var partition int
+		var next int64
+		var at time.Time
+		if err := rows.Scan(&consumer, &topic, &partition, &next, &at); err != nil {
+			t.Logf("stored offsets: %v", err)
+			return
+		}
+		t.Logf("stored offset: %s %s/%d next %d (updated %s)", consumer, topic, partition, next, at.Format("15:04:05.000"))
+	}
 }
