@@ -13,8 +13,9 @@ import (
 
 // TestSignalsOnALivePrometheus runs three fresh stacks at once, each a
 // podsvc under podbench load scraped by its own Prometheus: a healthy run
-// followed by a stopped consumer, a dead webhook endpoint, and a poison
-// record. See the package documentation for what each proves.
+// followed by a stopped consumer, a dead webhook endpoint beside a flaky
+// one, and a poison record. See the package documentation for what each
+// proves.
 func TestSignalsOnALivePrometheus(t *testing.T) {
 	prometheusBinary(t)
 	podsvcBinary.Build(t, binDir)
@@ -61,10 +62,16 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 		waitRulesHealthy(t, s.prom)
 	})
 
-	t.Run("a dead webhook endpoint", func(t *testing.T) {
+	// Two endpoints in trouble. The dead one is disabled after its first 10
+	// failed deliveries in a row, so how many attempts it fails depends on
+	// how fast that lands; the flaky one fails three of every four attempts
+	// and never a delivery, so it is never disabled and holds the failure
+	// ratio high for as long as the load runs.
+	t.Run("a dead webhook endpoint and a flaky one", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t)
 		id := s.deadWebhook(t)
+		flaky, flakyID := s.flakyWebhook(t)
 		s.startLoad(t)
 		report := checkAlerts(t, s.prom, s.prom.start, expectation{
 			firing: map[string]map[string]string{
@@ -74,7 +81,13 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 			},
 			noCritical: true,
 		}, 2*time.Minute)
-		t.Logf("a dead webhook endpoint (connections refused, 1 s retry tiers) fired:\n%s", report)
+		t.Logf("a dead webhook endpoint (connections refused, 1 s retry tiers) and a flaky one fired:\n%s", report)
+		if ss, err := s.prom.query(`max_over_time(pod:consumer_lag_work:sum_by_group[5m])`); err == nil {
+			t.Logf("largest work lag by group: %v", ss)
+		}
+		if n := flaky.delivered(); n == 0 {
+			t.Errorf("the flaky endpoint accepted no event")
+		}
 		if ss, err := s.prom.query(`sum(pod_webhook_auto_disabled_total)`); err != nil || len(ss) != 1 || ss[0].Value != 1 {
 			t.Errorf("pod_webhook_auto_disabled_total: %v (%v), want 1: one webhook was disabled", ss, err)
 		}
@@ -84,6 +97,10 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 		s.api.Get("/v1/me/webhooks/"+id).JSON(t, &w)
 		if w.IsActive {
 			t.Errorf("the dead webhook is still active")
+		}
+		s.api.Get("/v1/me/webhooks/"+flakyID).JSON(t, &w)
+		if !w.IsActive {
+			t.Errorf("the flaky webhook was disabled, though each of its deliveries succeeds at its fourth attempt")
 		}
 	})
 

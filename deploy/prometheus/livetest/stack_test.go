@@ -55,6 +55,7 @@ type stack struct {
 	prom     *promServer
 	receiver string // podbench's webhook receiver
 	dead     string // an address nothing listens on, allowed as a webhook target
+	flaky    string // an address allowed as a webhook target, for flakyWebhook's endpoint
 
 	// atStart are the metric families podsvc served before any load, once
 	// every consumer group had joined and the lag of each was read.
@@ -65,7 +66,7 @@ type stack struct {
 // Prometheus.
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	s := &stack{dir: t.TempDir(), dbURL: testenv.NewDatabase(t), addr: freeAddr(t), receiver: freeAddr(t), dead: freeAddr(t)}
+	s := &stack{dir: t.TempDir(), dbURL: testenv.NewDatabase(t), addr: freeAddr(t), receiver: freeAddr(t), dead: freeAddr(t), flaky: freeAddr(t)}
 	s.dataDir = filepath.Join(s.dir, "var")
 	delays := strings.TrimSuffix(strings.Repeat("1s,", 6), ",")
 	env := []string{
@@ -73,7 +74,7 @@ func newStack(t *testing.T) *stack {
 		"REDIS_URL=" + testenv.RedisURL(), "POD_REDIS_PREFIX=livetest:" + testenv.RandomSuffix() + ":",
 		"POD_DATA_DIR=" + s.dataDir, "KAFKA_BROKERS=", "POD_KAFKA_PARTITIONS=3", "POD_DEMO_TOKEN=demo-token",
 		"POD_LOG_LEVEL=warn", "POD_METRICS_REFRESH=1s", "POD_WEBHOOK_RETRY_DELAYS=" + delays,
-		"POD_PUSH_RETRY_DELAYS=1s,1s,1s", "POD_WEBHOOK_ALLOW_TARGETS=" + s.receiver + "," + s.dead,
+		"POD_PUSH_RETRY_DELAYS=1s,1s,1s", "POD_WEBHOOK_ALLOW_TARGETS=" + s.receiver + "," + s.dead + "," + s.flaky,
 	}
 	s.podsvc = newProcess(t, "podsvc", filepath.Join(s.dir, "podsvc.log"), env, podsvcBinary.Build(t, binDir))
 	s.api = testenv.NewClient(t, "http://"+s.addr, "demo-token")
