@@ -34,11 +34,19 @@ type Consumer struct {
 	Topics   []string // cluster names (schemas.Naming.Topic)
 	Handle   Handler
 	MaxBatch int // records per batch; default 1000
-	// Linger, when set, gathers a batch for up to this long after its first
-	// records arrive (or until MaxBatch), for a stage whose writes merge
-	// when related records meet in one batch. It delays the stage's
-	// output by as much, so only stages nobody waits on set it.
-	Linger time.Duration
+	// Linger gathers a batch: once a poll returns records, the consumer
+	// polls on for up to Linger, until the batch holds LingerBatch records
+	// (MaxBatch when 0). Each batch costs a transaction and its round trips
+	// whatever its size, so a stage fed a few records at a time pays them
+	// for every few records. Unset, it is BriefLinger up to
+	// BriefLingerBatch records: under load a poll returns that many at once
+	// and nothing waits; at a few hundred orders a second a batch gathers
+	// the records of a few milliseconds. A stage whose writes merge when
+	// related records meet in one batch lingers longer, delaying its
+	// output by as much, so only stages nobody waits on do. Negative: no
+	// linger.
+	Linger      time.Duration
+	LingerBatch int
 	// IdleCheck is how often an idle consumer looks for a rewind of its
 	// stored offsets (podctl replay); default 2s.
 	IdleCheck time.Duration
@@ -73,6 +81,12 @@ func (r *Runner) Run(ctx context.Context, c Consumer) error {
 	}
 	if c.IdleCheck <= 0 {
 		c.IdleCheck = 2 * time.Second
+	}
+	if c.Linger == 0 {
+		c.Linger, c.LingerBatch = BriefLinger, BriefLingerBatch
+	}
+	if c.LingerBatch <= 0 || c.LingerBatch > c.MaxBatch {
+		c.LingerBatch = c.MaxBatch
 	}
 	log := r.Log.With("consumer", c.Name)
 	r.Metrics.start(c.Name)
@@ -204,15 +218,22 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 }
 
-// linger polls on for c.Linger after a batch's first records (recs), up
-// to c.MaxBatch records. It reports whether the client closed meanwhile.
-// Rebalances stay blocked while it gathers (BlockRebalanceOnPoll), so the
-// batch's partitions stay this member's.
+// BriefLinger and BriefLingerBatch are a stage's linger unless it sets
+// its own (Consumer.Linger).
+const (
+	BriefLinger      = 5 * time.Millisecond
+	BriefLingerBatch = 64
+)
+
+// linger polls on for c.Linger after a batch's first records (recs), until
+// the batch holds c.LingerBatch records. It reports whether the client
+// closed meanwhile. Rebalances stay blocked while it gathers
+// (BlockRebalanceOnPoll), so the batch's partitions stay this member's.
 func linger(ctx context.Context, cl *kgo.Client, c Consumer, recs []*kgo.Record, log *slog.Logger) ([]*kgo.Record, bool) {
 	deadline := time.Now().Add(c.Linger)
-	for len(recs) < c.MaxBatch && time.Now().Before(deadline) {
+	for len(recs) < c.LingerBatch && time.Now().Before(deadline) {
 		pollCtx, cancel := context.WithDeadline(ctx, deadline)
-		fetches := cl.PollRecords(pollCtx, c.MaxBatch-len(recs))
+		fetches := cl.PollRecords(pollCtx, c.LingerBatch-len(recs))
 		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return recs, true
@@ -381,12 +402,13 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 	})
 }
 
-// apply runs one transaction: lock the offset rows of the batch's
-// partitions, drop records already applied, run the handler, produce what
-// it emits, store the new offsets, commit. The produce comes before the
-// commit and under the offset rows' locks, so an emitted record is never
-// lost (a crash before the commit redoes the batch, which emits the same
-// records again) and two members never emit for one partition at once.
+// apply runs one transaction: claim the offset rows of the batch's
+// partitions (lock them and move them past the batch, in one statement),
+// drop records already applied, run the handler, produce what it emits,
+// commit. The produce comes before the commit and under the offset rows'
+// locks, so an emitted record is never lost (a crash before the commit
+// redoes the batch, which emits the same records again) and two members
+// never emit for one partition at once.
 func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
 	tx, err := r.Pool.Begin(ctx)
 	if err != nil {
@@ -403,12 +425,15 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		}
 		byTP[k] = append(byTP[k], rec)
 	}
-	stored, err := lockOffsets(ctx, tx, c.Name, keys)
+	fetched := make([]int64, len(keys))
+	for i, k := range keys {
+		part := byTP[k]
+		fetched[i] = part[len(part)-1].Offset + 1
+	}
+	stored, err := claimOffsets(ctx, tx, c.Name, keys, fetched)
 	if err != nil {
 		return nil, err
 	}
-	var moved []tp
-	var next []int64
 	for _, k := range keys {
 		part := byTP[k]
 		i := 0
@@ -434,8 +459,6 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 			continue
 		}
 		applied = append(applied, part...)
-		moved = append(moved, k)
-		next = append(next, part[len(part)-1].Offset+1)
 	}
 	if len(applied) == 0 {
 		return nil, nil
@@ -443,9 +466,6 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 	emitted, err := c.Handle(ctx, tx, applied)
 	if err != nil {
 		return nil, fmt.Errorf("handle %s: %w", c.Name, err)
-	}
-	if err := storeOffsets(ctx, tx, c.Name, moved, next); err != nil {
-		return nil, err
 	}
 	if len(emitted) > 0 {
 		if r.Producer == nil {
@@ -461,60 +481,74 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 	return applied, nil
 }
 
-// lockOffsets makes sure the offset rows of keys exist, then locks them (in
-// key order, so members locking overlapping sets cannot deadlock) and
-// returns the stored offsets: two members (one a zombie) can never both
-// pass this point with the same stored offset, even for a partition seen
-// for the first time. Once the rows exist it is one statement.
-func lockOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp) (map[tp]int64, error) {
-	topics := make([]string, len(keys))
-	parts := make([]int32, len(keys))
-	for i, k := range keys {
-		topics[i], parts[i] = k.topic, k.partition
-	}
-	lock := func() (map[tp]int64, error) {
-		rows, err := tx.Query(ctx, `SELECT o.topic, o.partition, o.next_offset FROM consumer_offsets o
-			JOIN unnest($2::text[], $3::int[]) AS k(topic, partition) ON o.topic = k.topic AND o.partition = k.partition
-			WHERE o.consumer = $1 ORDER BY o.topic, o.partition FOR UPDATE OF o`, consumer, topics, parts)
+// claimOffsets locks the offset rows of keys (creating the missing ones
+// at 0), moves each forward to its next unless it is already there or
+// beyond, and returns the offsets stored before: one statement once the
+// rows exist. The rows are locked in key order, so members claiming
+// overlapping sets cannot deadlock, and two members (one a zombie) can
+// never both pass this point with the same stored offset, even for a
+// partition seen for the first time: the second waits for the first to
+// commit and then reads the offset it stored. The move takes effect only
+// if the transaction commits, so a caller that finds the batch already
+// applied, or that must re-read, rolls back and nothing moved.
+func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64) (map[tp]int64, error) {
+	stored := make(map[tp]int64, len(keys))
+	// The locking read is materialized: read once, before any row moves.
+	// Planned as a subquery it could be scanned again after the update
+	// moved a row, and a row this statement already updated is not locked
+	// (nor returned) a second time.
+	claim := func(keys []tp, next []int64) error {
+		topics, parts := keyColumns(keys)
+		rows, err := tx.Query(ctx, `WITH l AS MATERIALIZED (
+				SELECT s.topic, s.partition, s.next_offset, k.next FROM consumer_offsets s
+				JOIN unnest($2::text[], $3::int[], $4::bigint[]) AS k(topic, partition, next) ON s.topic = k.topic AND s.partition = k.partition
+				WHERE s.consumer = $1 ORDER BY s.topic, s.partition FOR UPDATE OF s)
+			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), updated_at = now()
+			FROM l WHERE o.consumer = $1 AND o.topic = l.topic AND o.partition = l.partition
+			RETURNING l.topic, l.partition, l.next_offset`, consumer, topics, parts, next)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		stored := make(map[tp]int64, len(keys))
 		var k tp
 		var off int64
 		_, err = pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &off}, func() error {
 			stored[k] = off
 			return nil
 		})
-		return stored, err
+		return err
 	}
-	stored, err := lock()
+	err := claim(keys, next)
 	if err == nil && len(stored) < len(keys) {
+		// First sight of some partitions: create their rows, then claim
+		// those (the others are claimed already).
+		var missing []tp
+		var missingNext []int64
+		for i, k := range keys {
+			if _, ok := stored[k]; !ok {
+				missing, missingNext = append(missing, k), append(missingNext, next[i])
+			}
+		}
+		topics, parts := keyColumns(missing)
 		if _, err = tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
 			SELECT $1, topic, partition, 0 FROM unnest($2::text[], $3::int[]) AS k(topic, partition)
 			ORDER BY topic, partition ON CONFLICT DO NOTHING`, consumer, topics, parts); err == nil {
-			stored, err = lock()
+			err = claim(missing, missingNext)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lock offsets of %s: %w", consumer, err)
+		return nil, fmt.Errorf("claim offsets of %s: %w", consumer, err)
 	}
 	return stored, nil
 }
 
-// storeOffsets sets the next offset of each of keys, in one statement.
-func storeOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64) error {
+// keyColumns are keys as the two arrays a statement unnests.
+func keyColumns(keys []tp) ([]string, []int32) {
 	topics := make([]string, len(keys))
 	parts := make([]int32, len(keys))
 	for i, k := range keys {
 		topics[i], parts[i] = k.topic, k.partition
 	}
-	if _, err := tx.Exec(ctx, `UPDATE consumer_offsets o SET next_offset = k.next, updated_at = now()
-		FROM unnest($2::text[], $3::int[], $4::bigint[]) AS k(topic, partition, next)
-		WHERE o.consumer = $1 AND o.topic = k.topic AND o.partition = k.partition`, consumer, topics, parts, next); err != nil {
-		return fmt.Errorf("store offsets of %s: %w", consumer, err)
-	}
-	return nil
+	return topics, parts
 }
 
 // logStartFunc tells the first offset a partition's log still holds.

@@ -328,15 +328,18 @@ func TestReplayRewindsABusyConsumer(t *testing.T) {
 
 // TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch: a
 // record produced once the stage has fetched another is applied with it
-// when the stage lingers, and alone when it does not.
+// when the stage lingers, and alone when it does not or when its batch is
+// already as large as its linger gathers.
 func TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		linger   time.Duration
+		batch    int
 		together bool
 	}{
-		{"lingering three seconds", 3 * time.Second, true},
-		{"not lingering", 0, false},
+		{"lingering three seconds", 3 * time.Second, 0, true},
+		{"lingering three seconds until the batch holds one record", 3 * time.Second, 1, false},
+		{"not lingering", -1, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := setup(t)
@@ -344,7 +347,7 @@ func TestALingeringStageAppliesRecordsArrivingWithinItsLingerAsOneBatch(t *testi
 			batchOf := map[string]int{} // value -> the batch it was applied in
 			batches := 0
 			fetched := fetchedHook{value: "v00001", seen: make(chan struct{})}
-			c := Consumer{Name: "test.linger", Topics: []string{topic}, Linger: tc.linger,
+			c := Consumer{Name: "test.linger", Topics: []string{topic}, Linger: tc.linger, LingerBatch: tc.batch,
 				SessionOpts: func() []kgo.Opt { return []kgo.Opt{kgo.WithHooks(&fetched)} },
 				Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 					mu.Lock()

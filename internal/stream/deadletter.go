@@ -103,7 +103,7 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, ca
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	k := tp{rec.Topic, rec.Partition}
-	offsets, err := lockOffsets(ctx, tx, c.Name, []tp{k})
+	offsets, err := claimOffsets(ctx, tx, c.Name, []tp{k}, []int64{rec.Offset + 1})
 	if err != nil {
 		return false, err
 	}
@@ -116,9 +116,6 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, ca
 	dl := DeadLetterRecord(r.Naming, c.Name, rec, cause, time.Now())
 	if err := r.Producer.ProduceSync(ctx, dl).FirstErr(); err != nil {
 		return false, fmt.Errorf("produce dead letter to %s: %w", dl.Topic, err)
-	}
-	if err := storeOffsets(ctx, tx, c.Name, []tp{k}, []int64{rec.Offset + 1}); err != nil {
-		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("commit: %w", err)
