@@ -39,14 +39,17 @@ type Consumer struct {
 	// (MaxBatch when 0). Each batch costs a transaction and its round trips
 	// whatever its size, so a stage fed a few records at a time pays them
 	// for every few records. Unset, it is BriefLinger up to
-	// BriefLingerBatch records: under load a poll returns that many at once
-	// and nothing waits; at a few hundred orders a second a batch gathers
-	// the records of a few milliseconds. A stage whose writes merge when
+	// BriefLingerBatch records, and only while the stage takes 200 records
+	// a second or more (one per BriefLinger): under load a poll returns
+	// that many at once and nothing waits; at a few hundred orders a second
+	// a batch gathers the records of a few milliseconds; at a few orders a
+	// second nothing lingers. A stage whose writes merge when
 	// related records meet in one batch lingers longer, delaying its
 	// output by as much, so only stages nobody waits on do. Negative: no
 	// linger.
 	Linger      time.Duration
 	LingerBatch int
+	brief       bool // Linger is BriefLinger by default: only when busy
 	// IdleCheck is how often an idle consumer looks for a rewind of its
 	// stored offsets (podctl replay); default 2s.
 	IdleCheck time.Duration
@@ -83,7 +86,7 @@ func (r *Runner) Run(ctx context.Context, c Consumer) error {
 		c.IdleCheck = 2 * time.Second
 	}
 	if c.Linger == 0 {
-		c.Linger, c.LingerBatch = BriefLinger, BriefLingerBatch
+		c.Linger, c.LingerBatch, c.brief = BriefLinger, BriefLingerBatch, true
 	}
 	if c.LingerBatch <= 0 || c.LingerBatch > c.MaxBatch {
 		c.LingerBatch = c.MaxBatch
@@ -167,6 +170,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 
 	apply := r.policies(c, log, logStartOf(cl))
 	lastIdleCheck := time.Now()
+	var flow arrivals
 	for {
 		pollCtx, cancel := context.WithTimeout(ctx, c.IdleCheck)
 		fetches := cl.PollRecords(pollCtx, c.MaxBatch)
@@ -177,7 +181,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		}
 		logFetchErrors(fetches, log)
 		recs := fetches.Records()
-		if len(recs) > 0 && c.Linger > 0 {
+		if len(recs) > 0 && c.Linger > 0 && (!c.brief || flow.busy(time.Now())) {
 			var closed bool
 			recs, closed = linger(ctx, cl, c, recs, log)
 			if closed {
@@ -185,6 +189,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 				return ctx.Err()
 			}
 		}
+		flow.add(len(recs), time.Now())
 		if len(recs) == 0 {
 			// Nothing to do is progress too: only a consumer stuck on a
 			// batch goes stale.
@@ -224,6 +229,39 @@ const (
 	BriefLinger      = 5 * time.Millisecond
 	BriefLingerBatch = 64
 )
+
+// arrivals tells how many records a second a consumer takes, counted over
+// windows of a second or more (an idle spell ends a window too).
+type arrivals struct {
+	since time.Time
+	n     int
+	rate  float64 // records a second over the last window
+}
+
+// busy reports whether records arrive fast enough for a brief linger to
+// gather more than the poll's: one per BriefLinger or more, on average
+// over the last window. Below that (a few orders a second) lingering
+// would only add its wait to every hop.
+func (a *arrivals) busy(now time.Time) bool {
+	a.roll(now)
+	return a.rate*BriefLinger.Seconds() >= 1
+}
+
+func (a *arrivals) add(n int, now time.Time) {
+	a.roll(now)
+	a.n += n
+}
+
+func (a *arrivals) roll(now time.Time) {
+	if a.since.IsZero() {
+		a.since = now
+		return
+	}
+	if d := now.Sub(a.since); d >= time.Second {
+		a.rate = float64(a.n) / d.Seconds()
+		a.n, a.since = 0, now
+	}
+}
 
 // linger polls on for c.Linger after a batch's first records (recs), until
 // the batch holds c.LingerBatch records. It reports whether the client
