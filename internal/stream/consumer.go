@@ -39,14 +39,14 @@ type Consumer struct {
 	// (MaxBatch when 0). Each batch costs a transaction and its round trips
 	// whatever its size, so a stage fed a few records at a time pays them
 	// for every few records. Unset, it is BriefLinger up to
-	// BriefLingerBatch records, and only while the stage takes 200 records
-	// a second or more (one per BriefLinger): under load a poll returns
-	// that many at once and nothing waits; at a few hundred orders a second
-	// a batch gathers the records of a few milliseconds; at a few orders a
-	// second nothing lingers. A stage whose writes merge when
-	// related records meet in one batch lingers longer, delaying its
-	// output by as much, so only stages nobody waits on do. Negative: no
-	// linger.
+	// BriefLingerBatch records (whatever LingerBatch says), and only while
+	// the stage takes 200 records a second or more (one per BriefLinger):
+	// under load a poll returns that many at once and nothing waits; at a
+	// few hundred orders a second a batch gathers the records of a few
+	// milliseconds; at a few orders a second nothing lingers. A stage
+	// whose writes merge when related records meet in one batch lingers
+	// longer, delaying its output by as much, so only stages nobody waits
+	// on do. Negative: no linger.
 	Linger      time.Duration
 	LingerBatch int
 	brief       bool // Linger is BriefLinger by default: only when busy

@@ -44,7 +44,8 @@
 //   - A batch is what one poll returns, up to MaxBatch records, gathered
 //     for a moment while the stage is busy: when a poll returns fewer than
 //     BriefLingerBatch records and the stage took one record per
-//     BriefLinger or more over its last second, the consumer polls on for
+//     BriefLinger or more over its last window (a second or more, ended
+//     by a poll), the consumer polls on for
 //     up to BriefLinger, so a stage fed a few records at a time does not
 //     pay a transaction for each few. A consumer with its own Linger
 //     polls on for that long, so related records produced moments apart
