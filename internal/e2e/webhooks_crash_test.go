@@ -3,13 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/testenv"
 	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -90,7 +94,7 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 		}
 		return nil
 	}); err != nil {
-		reportUnfinishedDeliveries(t, pool, rc, w.ID.String(), events)
+		reportUnfinishedDeliveries(t, p, pool, rc, w.ID.String(), events)
 		t.Fatalf("within a minute of the restart: %v", err)
 	}
 	rows, err := pool.Query(ctx, `SELECT event_id::text, attempts, last_status_code FROM webhook_deliveries WHERE webhook_id = $1`, w.ID)
@@ -143,15 +147,28 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 
 // reportUnfinishedDeliveries logs, for each event of events whose delivery
 // to webhook is not logged as succeeded, its log row and the requests the
-// endpoint got for it; then every stored stage offset.
-func reportUnfinishedDeliveries(t *testing.T, pool *pgxpool.Pool, rc *receiver, webhook string, events map[string]string) {
+// endpoint got for it; then every stored stage offset, and the delivery
+// topics' end offsets beside the sender group's committed ones (the sender
+// keeps its progress in Kafka, the stages theirs in Postgres).
+func reportUnfinishedDeliveries(t *testing.T, p *podsvcProc, pool *pgxpool.Pool, rc *receiver, webhook string, events map[string]string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var now time.Time
+	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Logf("now: %v", err)
+	}
+	t.Logf("report at %s", now.UTC().Format("15:04:05.000"))
 	byID := map[string][]received{}
 	for _, g := range rc.requests() {
 		byID[g.ID] = append(byID[g.ID], g)
 	}
-	for id, typ := range events {
+	ids := make([]string, 0, len(events))
+	for id := range events {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
 		var status, row string
 		err := pool.QueryRow(ctx, `SELECT status, format('attempts %s, run %s, run_attempt %s, last code %s, last error %s, next retry %s, created %s, updated %s',
 			attempts, run, run_attempt, last_status_code, last_error, next_retry_at, created_at, updated_at)
@@ -161,25 +178,54 @@ func reportUnfinishedDeliveries(t *testing.T, pool *pgxpool.Pool, rc *receiver, 
 		}
 		var reqs []string
 		for _, g := range byID[id] {
-			reqs = append(reqs, fmt.Sprintf("%s → %d", g.At.Format("15:04:05.000"), g.Status))
+			reqs = append(reqs, fmt.Sprintf("%s → %d", g.At.UTC().Format("15:04:05.000"), g.Status))
 		}
-		t.Logf("unfinished: event %s (%s): log row %s %s (%v); endpoint requests: %v", id, typ, status, row, err, reqs)
+		t.Logf("unfinished: event %s (%s): log row %s %s (%v); endpoint requests: %v", id, events[id], status, row, err, reqs)
 	}
 	rows, err := pool.Query(ctx, `SELECT consumer, topic, partition, next_offset, updated_at FROM consumer_offsets ORDER BY 1, 2, 3`)
 	if err != nil {
 		t.Logf("stored offsets: %v", err)
 		return
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var consumer, topic string
-		var partition int
-		var next int64
-		var at time.Time
-		if err := rows.Scan(&consumer, &topic, &partition, &next, &at); err != nil {
-			t.Logf("stored offsets: %v", err)
-			return
+	var consumer, topic string
+	var partition int
+	var next int64
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&consumer, &topic, &partition, &next, &at}, func() error {
+		t.Logf("stored offset: %s %s/%d next %d (updated %s)", consumer, topic, partition, next, at.UTC().Format("15:04:05.000"))
+		return nil
+	})
+	if err != nil {
+		t.Logf("stored offsets: %v", err)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(p.brokers(t), ",")...))
+	if err != nil {
+		t.Logf("kafka client: %v", err)
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topics := append([]string{p.naming.Topic(schemas.TopicWebhookDeliveries), p.naming.Topic(schemas.TopicWebhookAttempts)}, p.naming.RetryTiers()...)
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		t.Logf("end offsets: %v", err)
+		return
+	}
+	committed, err := adm.FetchOffsets(ctx, p.naming.Group(delivery.SenderGroup))
+	if err != nil {
+		t.Logf("sender group offsets: %v", err)
+	}
+	for _, tp := range topics {
+		var parts []string
+		for part, end := range ends[tp] {
+			c := "none"
+			if o, ok := committed.Lookup(tp, part); ok {
+				c = fmt.Sprint(o.At)
+			}
+			parts = append(parts, fmt.Sprintf("%d: end %d, sender committed %s", part, end.Offset, c))
 		}
-		t.Logf("stored offset: %s %s/%d next %d (updated %s)", consumer, topic, partition, next, at.Format("15:04:05.000"))
+		sort.Strings(parts)
+		t.Logf("topic %s: %s", tp, strings.Join(parts, "; "))
 	}
 }
