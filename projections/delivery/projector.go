@@ -272,7 +272,12 @@ func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask, firsts []*schemas.Attem
 // queueResults applies attempt results once each: to its run, past the
 // last attempt applied, and not over a cancelled or finished delivery (a
 // success always counts: the client has the event); a result of a later
-// run (its task not read yet) moves the row to that run. A result met
+// run (its task not read yet) moves the row to that run. An attempt made
+// again after a crash (the sender wrote its result, pending, but lost the
+// next attempt's task, which goes to another partition) may end the
+// delivery at the same attempt: a finishing result then applies over the
+// pending one. A pending result never applies at the attempt the row is
+// at, so a batch redone changes nothing. A result met
 // before its task makes the row, without payload until the task fills it.
 // A new row counts run_attempt attempts when a request was made and none
 // otherwise (attempt numbers start at 1), so excluded.attempts > 0 tells
@@ -320,7 +325,9 @@ func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
 			updated_at = now()
 		WHERE d.run < excluded.run
 			OR (d.run = excluded.run AND d.run_attempt < excluded.run_attempt
-				AND (d.status = 'pending' OR excluded.status = 'success'))`,
+				AND (d.status = 'pending' OR excluded.status = 'success'))
+			OR (d.run = excluded.run AND d.run_attempt = excluded.run_attempt
+				AND d.status = 'pending' AND excluded.status <> 'pending')`,
 		ids, hooks, accounts, events, topics, statuses, attempts, runs, runAttempts, gens, codes, errs, next, delivered, created)
 }
 

@@ -63,6 +63,13 @@ func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 		"failed, resent, delivered": func(d uuid.UUID) []*kgo.Record {
 			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliveryFailed), task(d, 2), result(d, 2, 1, schemas.DeliverySuccess)}
 		},
+		// The sender writes an attempt's result and its next task in one
+		// produce, to two partitions: killed between their acks, it leaves
+		// the result without the task, and makes the attempt again.
+		"an attempt made again after a crash lost its next task": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliveryPending), result(d, 1, 2, schemas.DeliveryPending),
+				result(d, 1, 2, schemas.DeliverySuccess)}
+		},
 	}
 	handle := Projector(n, slog.New(slog.DiscardHandler)).Handle
 	apply := func(recs []*kgo.Record) {
@@ -80,6 +87,14 @@ func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 			apply([]*kgo.Record{r})
 		}
 		wantRow := row(t, pool, want)
+		// Every history ends in a delivery.
+		var status string
+		if err := pool.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, want).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		if status != schemas.DeliverySuccess {
+			t.Errorf("%s: status %s after its records one a batch, want %s", name, status, schemas.DeliverySuccess)
+		}
 		splits := map[string]func([]*kgo.Record) [][]*kgo.Record{
 			"one batch": func(rs []*kgo.Record) [][]*kgo.Record { return [][]*kgo.Record{rs} },
 			"the first two, then the rest": func(rs []*kgo.Record) [][]*kgo.Record {
