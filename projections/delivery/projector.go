@@ -273,11 +273,12 @@ func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask, firsts []*schemas.Attem
 // last attempt applied, and not over a cancelled or finished delivery (a
 // success always counts: the client has the event); a result of a later
 // run (its task not read yet) moves the row to that run. An attempt made
-// again after a crash (the sender wrote its result, pending, but lost the
-// next attempt's task, which goes to another partition) may end the
-// delivery at the same attempt: a finishing result then applies over the
-// pending one. A pending result never applies at the attempt the row is
-// at, so a batch redone changes nothing. A result met
+// again after a crash (the sender wrote its result but lost the record
+// that goes with it, the next attempt's task or the dead letter, which go
+// to other partitions) may end the delivery at the same attempt: a
+// finishing result then applies over a pending one, and a success over
+// any other. A result never applies at the row's attempt over one as far
+// along, so a batch redone changes nothing. A result met
 // before its task makes the row, without payload until the task fills it.
 // A new row counts run_attempt attempts when a request was made and none
 // otherwise (attempt numbers start at 1), so excluded.attempts > 0 tells
@@ -327,7 +328,8 @@ func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
 			OR (d.run = excluded.run AND d.run_attempt < excluded.run_attempt
 				AND (d.status = 'pending' OR excluded.status = 'success'))
 			OR (d.run = excluded.run AND d.run_attempt = excluded.run_attempt
-				AND d.status = 'pending' AND excluded.status <> 'pending')`,
+				AND ((d.status = 'pending' AND excluded.status <> 'pending')
+					OR (excluded.status = 'success' AND d.status <> 'success')))`,
 		ids, hooks, accounts, events, topics, statuses, attempts, runs, runAttempts, gens, codes, errs, next, delivered, created)
 }
 

@@ -70,6 +70,11 @@ func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliveryPending), result(d, 1, 2, schemas.DeliveryPending),
 				result(d, 1, 2, schemas.DeliverySuccess)}
 		},
+		// Likewise with the last attempt's failure and its dead letter.
+		"the last attempt made again after a crash lost its dead letter": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliveryPending), result(d, 1, 2, schemas.DeliveryFailed),
+				result(d, 1, 2, schemas.DeliverySuccess)}
+		},
 	}
 	handle := Projector(n, slog.New(slog.DiscardHandler)).Handle
 	apply := func(recs []*kgo.Record) {
