@@ -92,11 +92,33 @@ func (p *podsvcProc) kill(t *testing.T) {
 	_ = p.cmd.Wait()
 }
 
+// stop shuts the process down as an operator would (SIGTERM), so its
+// consumers leave their groups and the test's groups can be deleted from a
+// shared cluster; it is killed if it has not exited within 30 s.
+func (p *podsvcProc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Logf("podsvc did not exit within 30 s of SIGTERM; killing it")
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
 // newPodsvcProc builds podsvc (once per test binary run) and starts it as a
 // process on a fresh database, data directory and Redis prefix, in
 // development with the demo data; env adds or overrides settings. The
-// process is killed when the test ends, and its log tail is shown when the
-// test failed.
+// process is stopped (SIGTERM) when the test ends, and its log tail is
+// shown when the test failed.
 func newPodsvcProc(t *testing.T, env ...string) *podsvcProc {
 	t.Helper()
 	bin := podsvcBinary.Build(t, binDir)
@@ -121,7 +143,7 @@ func newPodsvcProc(t *testing.T, env ...string) *podsvcProc {
 	p.start(t)
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
-			p.kill(t)
+			p.stop(t)
 		}
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
