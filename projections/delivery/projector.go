@@ -278,9 +278,9 @@ func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask, firsts []*schemas.Attem
 // to other partitions) may end the delivery at the same attempt: a
 // finishing result then applies over a pending one, and a success over
 // any other. A result never applies at the row's attempt over one as far
-// along, so a batch redone changes nothing. A result met
-// before its task makes the row, without payload until the task fills it.
-// A new row counts run_attempt attempts when a request was made and none
+// along, so a batch redone changes nothing. A result met before its task
+// makes the row, without payload until the task fills it. A new row
+// counts run_attempt attempts when a request was made and none
 // otherwise (attempt numbers start at 1), so excluded.attempts > 0 tells
 // an update whether this result was a request.
 func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
