@@ -97,20 +97,13 @@ func (p *podsvcProc) kill(t *testing.T) {
 // shared cluster; it is killed if it has not exited within 30 s.
 func (p *podsvcProc) stop(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
 	exited := make(chan struct{})
 	go func() {
 		_ = p.cmd.Wait()
 		close(exited)
 	}()
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		t.Logf("podsvc did not exit within 30 s of SIGTERM; killing it")
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
+	if podtest.Terminate(p.cmd.Process, exited, 30*time.Second) {
+		t.Logf("podsvc did not exit within 30 s of SIGTERM; killed it")
 	}
 }
 

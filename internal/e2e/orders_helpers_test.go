@@ -208,11 +208,7 @@ func waitCaughtUp(t testing.TB, d demoEnv, group string, topics ...string) {
 	testenv.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ends, err := adm.ListEndOffsets(ctx, naming.Topics(topics...)...)
-		if err != nil {
-			return err
-		}
-		committed, err := adm.FetchOffsets(ctx, naming.Group(group))
+		ends, committed, err := groupProgress(ctx, adm, naming.Group(group), naming.Topics(topics...))
 		if err != nil {
 			return err
 		}
@@ -225,6 +221,17 @@ func waitCaughtUp(t testing.TB, d demoEnv, group string, topics ...string) {
 		})
 		return behind
 	})
+}
+
+// groupProgress reads the end offsets of topics and what group committed
+// on them (cluster names).
+func groupProgress(ctx context.Context, adm *kadm.Client, group string, topics []string) (kadm.ListedOffsets, kadm.OffsetResponses, error) {
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, nil, err
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	return ends, committed, err
 }
 
 // waitPushesSettled waits until the order decider and the order projector

@@ -45,12 +45,11 @@
 //     for a moment while the stage is busy: when a poll returns fewer than
 //     BriefLingerBatch records and the stage took one record per
 //     BriefLinger or more over its last window (a second or more, ended
-//     by a poll), the consumer polls on for
-//     up to BriefLinger, so a stage fed a few records at a time does not
-//     pay a transaction for each few. A consumer with its own Linger
-//     polls on for that long, so related records produced moments apart
-//     meet in one batch (the delivery log, whose task and result then make
-//     one row write).
+//     by a poll), the consumer polls on for up to BriefLinger, so a stage
+//     fed a few records at a time does not pay a transaction for each few.
+//     A consumer with its own Linger polls on for that long, so related
+//     records produced moments apart meet in one batch (the delivery log,
+//     whose task and result then make one row write).
 //
 // A handler returns the records its stage emits, and the runner produces
 // them (idempotent, acks=all) before the transaction commits. Recovery from

@@ -6,9 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/printpod/pod/internal/podtest"
 )
 
 // root is the repository root, seen from this package's directory.
@@ -84,13 +85,7 @@ func (p *process) stop() {
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	podtest.Terminate(p.cmd.Process, p.done, 20*time.Second)
 }
 
 // running reports an error when the process has ended.
