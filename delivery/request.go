@@ -1,37 +1,33 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/printpod/pod/schemas"
+	"github.com/valyala/fasthttp"
 )
 
 // send makes the HTTP request; failure is "" on a 2xx, else a short
 // description (never containing the URL or a secret).
-func (s *Sender) send(ctx context.Context, hook *Hook, t schemas.DeliveryTask) (code int, failure string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(t.Payload))
-	if err != nil {
-		return 0, "the webhook url cannot be requested"
-	}
+func (s *Sender) send(hook *Hook, t schemas.DeliveryTask) (code int, failure string) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer func() {
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+	}()
+	req.SetRequestURI(hook.URL)
+	req.Header.SetMethod(fasthttp.MethodPost)
 	ts := time.Now().Unix()
+	tsText := strconv.FormatInt(ts, 10)
 	id := t.EventID.String()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", UserAgent)
-	req.Header.Set("X-Webhook-Id", id)
-	req.Header.Set("X-Webhook-Topic", t.Topic)
-	req.Header.Set("X-Webhook-Timestamp", fmt.Sprint(ts))
-	req.Header.Set("X-Webhook-Signature", Signature(hook.Secret, ts, t.Payload))
 	std, err := StandardSignature(hook.Secret, id, ts, t.Payload)
 	if err != nil {
 		return 0, "signing failed"
@@ -41,37 +37,47 @@ func (s *Sender) send(ctx context.Context, hook *Hook, t schemas.DeliveryTask) (
 			std += " " + old
 		}
 	}
-	req.Header.Set("webhook-id", id)
-	req.Header.Set("webhook-timestamp", fmt.Sprint(ts))
-	req.Header.Set("webhook-signature", std)
-	resp, err := s.HTTP.Do(req)
-	if err != nil {
+	req.Header.SetContentType("application/json")
+	req.Header.SetUserAgent(UserAgent)
+	req.Header.Set("X-Webhook-Id", id)
+	req.Header.Set("X-Webhook-Topic", t.Topic)
+	req.Header.Set("X-Webhook-Timestamp", tsText)
+	req.Header.Set("X-Webhook-Signature", Signature(hook.Secret, ts, t.Payload))
+	req.Header.Set("Webhook-Id", id)
+	req.Header.Set("Webhook-Timestamp", tsText)
+	req.Header.Set("Webhook-Signature", std)
+	req.SetBodyRaw(t.Payload)
+	err = s.HTTP.DoTimeout(req, resp, s.Timeout)
+	if err != nil && !errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		// A body past the limit still came with its status.
 		return 0, describe(err, s.Timeout)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return resp.StatusCode, ""
+	code = resp.StatusCode()
+	switch {
+	case code >= 200 && code < 300:
+		return code, ""
+	case code >= 300 && code < 400:
+		return code, fmt.Sprintf("HTTP %d: redirects are not followed", code)
 	}
-	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return resp.StatusCode, fmt.Sprintf("HTTP %d: redirects are not followed", resp.StatusCode)
-	}
-	return resp.StatusCode, fmt.Sprintf("HTTP %d", resp.StatusCode)
+	return code, fmt.Sprintf("HTTP %d", code)
 }
 
 // describe turns a request error into a short, URL-free description.
 func describe(err error, timeout time.Duration) string {
-	var nerr net.Error
+	var timeoutErr interface{ Timeout() bool }
 	switch {
 	case errors.Is(err, ErrBlockedTarget):
 		return "refused: the target resolves to a private, loopback or otherwise internal address"
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout()):
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(err, fasthttp.ErrTLSHandshakeTimeout) || (errors.As(err, &timeoutErr) && timeoutErr.Timeout()):
 		return fmt.Sprintf("timeout: no response within %s", timeout)
+	case errors.Is(err, fasthttp.ErrNoFreeConns):
+		return fmt.Sprintf("timeout: no connection to the endpoint free within %s", timeout)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
 	case errors.Is(err, syscall.ECONNRESET):
 		return "connection reset by the endpoint"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrConnectionClosed):
 		return "the endpoint closed the connection without a response"
 	}
 	var dnsErr *net.DNSError

@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
 )
 
 // SenderGroup is the consumer group of the senders. Every sender instance
@@ -58,7 +58,7 @@ type Sender struct {
 	Hooks       *Hooks
 	Producer    *kgo.Client
 	Brokers     []string
-	HTTP        *http.Client
+	HTTP        *fasthttp.Client
 	Streaks     *Streaks
 	Marks       *DoneMarks
 	Disable     func(ctx context.Context, webhookID, account uuid.UUID, gen int) error
@@ -140,7 +140,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 	if active {
 		start := time.Now()
 		s.Metrics.addInFlight(1)
-		answer.Code, answer.Failure = s.send(ctx, hook, t)
+		answer.Code, answer.Failure = s.send(hook, t)
 		s.Metrics.addInFlight(-1)
 		took := time.Since(start)
 		answer.At = time.Now()

@@ -1,11 +1,11 @@
 package delivery
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,12 +17,22 @@ import (
 // through the guarded client: what counts as success, and what the
 // delivery log is told on failure (never the URL).
 func TestSendOutcomes(t *testing.T) {
+	var hangups atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ok":
 			w.WriteHeader(204)
 		case "/redirect":
 			http.Redirect(w, r, "/ok", http.StatusFound)
+		case "/big":
+			w.WriteHeader(200)
+			_, _ = w.Write(make([]byte, 4*ResponseBodyLimit))
+		case "/hangup":
+			hangups.Add(1)
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
 		case "/slow":
 			time.Sleep(300 * time.Millisecond)
 		default:
@@ -34,7 +44,7 @@ func TestSendOutcomes(t *testing.T) {
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	resolver := &stubResolver{answers: map[string][]netip.Addr{"rebind.test": addrs("127.0.0.1")}}
 	guard := &Guard{AllowTargets: []string{addr}, Resolver: resolver}
-	s := &Sender{HTTP: guard.Client(200*time.Millisecond, 256, 16), Timeout: 200 * time.Millisecond}
+	s := &Sender{HTTP: guard.Client(200*time.Millisecond, 256), Timeout: 200 * time.Millisecond}
 	secret, _ := NewSecret()
 	task := schemas.DeliveryTask{EventID: uuid.New(), Topic: "order.created", Payload: []byte(`{"id":"x"}`)}
 	cases := []struct {
@@ -45,18 +55,24 @@ func TestSendOutcomes(t *testing.T) {
 		{srv.URL + "/ok", 204, ""},
 		{srv.URL + "/fail", 500, "HTTP 500"},
 		{srv.URL + "/redirect", 302, "HTTP 302: redirects are not followed"},
+		{srv.URL + "/big", 200, ""},
+		{srv.URL + "/hangup", 0, "the endpoint closed the connection without a response"},
 		{srv.URL + "/slow", 0, "timeout: no response within 200ms"},
 		{"http://rebind.test:" + port + "/ok", 0, "refused: the target resolves to a private, loopback or otherwise internal address"},
 		{"http://10.0.0.1:" + port + "/ok", 0, "refused: the target resolves to a private, loopback or otherwise internal address"},
 	}
 	for _, tc := range cases {
-		code, failure := s.send(context.Background(), &Hook{URL: tc.url, Secret: secret}, task)
+		code, failure := s.send(&Hook{URL: tc.url, Secret: secret}, task)
 		if code != tc.code || failure != tc.failure {
 			t.Errorf("%s: %d %q, want %d %q", tc.url, code, failure, tc.code, tc.failure)
 		}
 		if strings.Contains(failure, "127.0.0.1") || strings.Contains(failure, "rebind") {
 			t.Errorf("failure text names the target: %q", failure)
 		}
+	}
+	// A hang-up is tried once more on a new connection, never more.
+	if n := hangups.Load(); n != 2 {
+		t.Errorf("the endpoint that hangs up was asked %d times, want 2", n)
 	}
 }
 

@@ -336,7 +336,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) error {
 		Hooks:    &delivery.Hooks{Pool: a.Work, Box: a.Box},
 		Producer: a.Producer,
 		Brokers:  a.Brokers,
-		HTTP:     a.Guard.Client(cfg.WebhookTimeout, cfg.WebhookConcurrency, delivery.MaxPerEndpoint(cfg.WebhookPerEndpoint)),
+		HTTP:     a.Guard.Client(cfg.WebhookTimeout, cfg.WebhookConcurrency),
 		Streaks:  a.Streaks,
 		Marks:    &delivery.DoneMarks{Redis: marks, Prefix: cfg.RedisPrefix},
 		Disable: func(ctx context.Context, id, account uuid.UUID, gen int) error {
