@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -690,5 +691,28 @@ func TestClientSettings(t *testing.T) {
 	}
 	if c.TLSConfig == nil || c.TLSConfig.InsecureSkipVerify || c.TLSConfig.MinVersion < tls.VersionTLS12 {
 		t.Errorf("TLS config %+v", c.TLSConfig)
+	}
+}
+
+// An endpoint's certificate is verified: one no trusted authority signed
+// fails the request, and the same endpoint answers once its authority is
+// trusted.
+func TestClientVerifiesCertificates(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	g := &Guard{AllowTargets: []string{srv.Listener.Addr().String()}}
+	_, err := post(t, g.Client(5*time.Second, 256), srv.URL+"/")
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) {
+		t.Fatalf("error %v, want an unknown authority", err)
+	}
+	c := g.Client(5*time.Second, 256)
+	c.TLSConfig.RootCAs = x509.NewCertPool()
+	c.TLSConfig.RootCAs.AddCert(srv.Certificate())
+	status, err := post(t, c, srv.URL+"/")
+	if err != nil || status != http.StatusNoContent {
+		t.Fatalf("with the authority trusted: %d, %v", status, err)
 	}
 }
