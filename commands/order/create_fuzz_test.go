@@ -2,6 +2,7 @@ package order
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -67,5 +68,59 @@ func checkDraft(t *testing.T, d Draft) {
 	p := d.Pricing
 	if want := p.Subtotal.Add(p.ShippingTotal.Decimal).Sub(p.DiscountAmount.Decimal); !want.Equal(p.GrandTotal.Decimal) || p.GrandTotal.IsNegative() {
 		t.Fatalf("grand total %s, subtotal %s + shipping %s - discount %s", p.GrandTotal, p.Subtotal, p.ShippingTotal, p.DiscountAmount)
+	}
+}
+
+// FuzzCreateDecodersAgree checks DecodeCreate's fast path against the
+// field-by-field reading: a body the fast path accepts is accepted by the
+// field-by-field reading too, and decoded the same.
+func FuzzCreateDecodersAgree(f *testing.F) {
+	f.Add([]byte(base))
+	f.Add(with(f, map[string]any{"addon_service": "carton_box", "note": "<&>", "force": true}))
+	f.Add(with(f, map[string]any{"addon_service": []string{"a", "b"}, "tags": "x", "label_link": "l", "tracking_number": "t"}))
+	for _, s := range []string{
+		`{}`, `[]`, `null`, ` {"note":"a"} `, `{"line_items":null}`, `{"line_items":[null]}`, `{"line_items":[{}]}`,
+		`{"line_items":[{"variant_id":null,"quantity":null,"sides":null,"number_of_pets":null}]}`,
+		`{"line_items":[{"variant_id":"not-a-uuid"}]}`, `{"line_items":[{"variant_id":7}]}`,
+		`{"line_items":[{"Quantity":2}]}`, `{"Reference_ID":"r"}`, `{"note":"a","note":"b"}`,
+		`{"line_items":[{"sides":{"front":"a","front":"b"}}]}`, `{"customer":null,"shipping_address":{}}`,
+		`{"customer":{"EMAIL":"a@b.c"}}`, `{"note":"\ud800"}`, `{"note":"\u0000"}`, "{\"note\":\"\xff\"}",
+		`{"line_items":[{"quantity":1e2}]}`, `{"line_items":[{"quantity":2.0}]}`, `{"line_items":[{"quantity":-0}]}`,
+		`{"addon_service":null}`, `{"addon_service":""}`, `{"addon_service":[]}`, `{"addon_service":[null]}`,
+		`{"reference_id":null,"force":null}`, `{"note":"a"} x`, `{"line_items":[{"variant_id" : "10000000-0000-0000-0000-000000000001" }]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, ok := decodeCreateFast(body)
+		if !ok {
+			return
+		}
+		slow, err := decodeCreateByField(body)
+		if err != nil {
+			t.Fatalf("the fast path accepts %q, the field-by-field reading refuses it: %v", body, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q decodes differently:\nfast  %+v\nfield %+v", body, fast, slow)
+		}
+	})
+}
+
+// TestWellFormedCreateBodiesTakeTheFastPath keeps the fast path in use:
+// bodies as clients send them never fall back to the field-by-field
+// reading.
+func TestWellFormedCreateBodiesTakeTheFastPath(t *testing.T) {
+	for name, body := range map[string][]byte{
+		"the base order":          []byte(base),
+		"order add-ons as a list": with(t, map[string]any{"addon_service": []string{"carton_box"}}),
+		"an older single add-on":  with(t, map[string]any{"addon_service": "carton_box"}),
+		"a label order": with(t, map[string]any{"shipping_address": nil, "label_link": "https://labels.example/1.pdf",
+			"tracking_number": "1Z999"}),
+		"every line option": with(t, lines(line(map[string]any{"yarn_type": "yarn_8_10mm", "emb_file": "Available",
+			"number_of_pets": 2, "printing_technique": "dtg", "design_emb_type": "flat", "addon_service": "fabric_applique"}))),
+	} {
+		if _, ok := decodeCreateFast(body); !ok {
+			t.Errorf("%s: %s falls back to the field-by-field reading", name, body)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 )
@@ -78,7 +80,99 @@ func fieldErr(field, format string, args ...any) *FieldError {
 
 // DecodeCreate decodes a create-order body. Wrong JSON, wrong types and
 // unknown fields are reported as a FieldError naming the path.
+//
+// A body is first read in one pass under strict rules (decodeCreateFast);
+// only one that pass refuses is read again field by field, to name what is
+// wrong. The strict pass accepts no body the field-by-field reading refuses
+// and decodes every body it accepts the same way (FuzzCreateDecodersAgree):
+// it is the field-by-field reading's fast path for well-formed bodies, a
+// third of the create's decoding CPU.
 func DecodeCreate(body []byte) (CreateRequest, error) {
+	if r, ok := decodeCreateFast(body); ok {
+		return r, nil
+	}
+	return decodeCreateByField(body)
+}
+
+// createWire and lineWire are the create body as the strict pass reads it.
+// The fields that take more than one form (variant_id, addon_service) stay
+// raw and are read as decodeCreateByField reads them.
+type createWire struct {
+	ReferenceID     string         `json:"reference_id"`
+	Customer        *Customer      `json:"customer"`
+	ShippingAddress *Address       `json:"shipping_address"`
+	LabelLink       string         `json:"label_link"`
+	TrackingNumber  string         `json:"tracking_number"`
+	ShippingService string         `json:"shipping_service"`
+	LineItems       []*lineWire    `json:"line_items"`
+	Note            string         `json:"note"`
+	Tags            string         `json:"tags"`
+	Force           bool           `json:"force"`
+	AddonService    jsontext.Value `json:"addon_service"`
+}
+
+type lineWire struct {
+	VariantID         jsontext.Value    `json:"variant_id"`
+	Quantity          int               `json:"quantity"`
+	Sides             map[string]string `json:"sides"`
+	PrintingTechnique string            `json:"printing_technique"`
+	EmbFile           string            `json:"emb_file"`
+	DesignEmbType     string            `json:"design_emb_type"`
+	NumberOfPets      *int              `json:"number_of_pets"`
+	YarnType          string            `json:"yarn_type"`
+	AddonService      string            `json:"addon_service"`
+}
+
+// decodeCreateFast reads body in one pass: an object whose member names
+// match exactly, with no unknown or repeated member, valid UTF-8, every
+// value of its field's type, and no line that is null. ok is false for
+// anything else, and for a variant_id or addon_service that
+// decodeCreateByField would refuse.
+func decodeCreateFast(body []byte) (r CreateRequest, ok bool) {
+	body = bytes.TrimLeft(body, " \t\r\n")
+	if len(body) == 0 || body[0] != '{' {
+		return CreateRequest{}, false
+	}
+	var w createWire
+	if jsonv2.Unmarshal(body, &w, jsonv2.RejectUnknownMembers(true)) != nil {
+		return CreateRequest{}, false
+	}
+	r = CreateRequest{ReferenceID: w.ReferenceID, Customer: w.Customer, ShippingAddress: w.ShippingAddress,
+		LabelLink: w.LabelLink, TrackingNumber: w.TrackingNumber, ShippingService: w.ShippingService,
+		Note: w.Note, Tags: w.Tags, Force: w.Force}
+	if w.AddonService != nil {
+		addons, err := decodeOrderAddons(json.RawMessage(w.AddonService))
+		if err != nil {
+			return CreateRequest{}, false
+		}
+		r.AddonService = addons
+	}
+	for _, l := range w.LineItems {
+		if l == nil {
+			return CreateRequest{}, false
+		}
+		line := LineRequest{LineSpec: LineSpec{Quantity: l.Quantity, Sides: l.Sides,
+			PrintingTechnique: l.PrintingTechnique, EmbFile: l.EmbFile, DesignEmbType: l.DesignEmbType,
+			NumberOfPets: l.NumberOfPets, YarnType: l.YarnType, AddonService: l.AddonService}}
+		if l.VariantID != nil && string(l.VariantID) != "null" {
+			var s string
+			if json.Unmarshal(l.VariantID, &s) != nil {
+				return CreateRequest{}, false
+			}
+			id, err := uuid.Parse(s)
+			if err != nil {
+				return CreateRequest{}, false
+			}
+			line.VariantID, line.hasVariant = id, true
+		}
+		r.LineItems = append(r.LineItems, line)
+	}
+	return r, true
+}
+
+// decodeCreateByField decodes a create-order body a field at a time, so
+// that a refusal names the field.
+func decodeCreateByField(body []byte) (CreateRequest, error) {
 	var top map[string]json.RawMessage
 	if err := strictDecode(body, &top); err != nil || top == nil {
 		return CreateRequest{}, fieldErr("", "request body must be a JSON object")
