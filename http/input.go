@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
 	"github.com/printpod/pod/schemas"
@@ -176,9 +177,68 @@ func textError(field string, b []byte) *Error {
 	return nil
 }
 
-// CheckJSON walks a JSON body once and returns the first breach of the text
-// rules as a 400 naming the field, or nil.
+// CheckJSON returns the first breach of the text rules in a JSON body as a
+// 400 naming the field, or nil. A body plainJSON vouches for passes at
+// once; any other is walked token by token to find and name the breach.
 func CheckJSON(body []byte) *Error {
+	if plainJSON(body) {
+		return nil
+	}
+	return walkJSON(body)
+}
+
+// plainJSON reports whether body keeps the text rules for reasons one scan
+// can see: it is one valid JSON value in valid UTF-8, with no key twice in
+// an object (jsontext's validation), no escaped U+0000, nesting at most
+// MaxJSONDepth deep, and only numbers of at most 20 characters without an
+// exponent (each fits a float64). False only means the walk must decide;
+// FuzzPlainJSONPassesTheWalk checks that the walk passes every body
+// plainJSON does. It is several times faster than the walk, which
+// allocates a token at a time.
+func plainJSON(body []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+				if c == 'u' && bytes.HasPrefix(body[i+1:], []byte("0000")) {
+					return false
+				}
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > MaxJSONDepth {
+				return false
+			}
+		case c == '}' || c == ']':
+			depth--
+		case c == '-' || (c >= '0' && c <= '9'):
+			end := i
+			for end < len(body) && strings.IndexByte("+-.0123456789", body[end]) >= 0 {
+				end++
+			}
+			if end-i > 20 || (end < len(body) && (body[end] == 'e' || body[end] == 'E')) {
+				return false
+			}
+			i = end - 1
+		}
+	}
+	return jsontext.Value(body).IsValid()
+}
+
+// walkJSON walks a JSON body a token at a time and returns the first
+// breach of the text rules, named by its JSON path, or nil.
+func walkJSON(body []byte) *Error {
 	badByte := -1
 	if !utf8.Valid(body) {
 		badByte = firstInvalidUTF8(body)

@@ -50,3 +50,38 @@ func TestCheckJSON(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPlainJSONPassesTheWalk checks CheckJSON's fast path: every body
+// plainJSON vouches for passes the token walk too.
+func FuzzPlainJSONPassesTheWalk(f *testing.F) {
+	for _, s := range []string{
+		`{"a":"b","n":[1,2,{"c":null}]}`, `{"a":"caf\u00e9 \ud83d\ude00"}`, `{"a":"\\u0000"}`, `{"a":"\u0000"}`,
+		`{"a":"\ud800"}`, "{\"a\":\"\xff\"}", `{"x":{"a":1,"a":2}}`, `[{"a":1},{"a":2}]`, `{"q":[1e999]}`,
+		`{"q":[-0.5, 12345678901234567890, 123456789012345678901]}`, `{"q":1E5}`, `{} {}`, `{"a":}`, `[1,`,
+		`"text"`, `  null `, `{"a":"\"{[[["}`, strings.Repeat("[", MaxJSONDepth) + strings.Repeat("]", MaxJSONDepth),
+		strings.Repeat("[", MaxJSONDepth+1) + strings.Repeat("]", MaxJSONDepth+1),
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !plainJSON(body) {
+			return
+		}
+		if err := walkJSON(body); err != nil {
+			t.Fatalf("plainJSON passes %q, the walk refuses it: %v", body, err)
+		}
+	})
+}
+
+// TestPlainJSONTakesWellFormedBodies keeps the fast path in use for the
+// bodies clients send.
+func TestPlainJSONTakesWellFormedBodies(t *testing.T) {
+	for _, body := range []string{
+		`{"reference_id":"R-1","customer":{"email":"ann@example.com"},"line_items":[{"variant_id":"10000000-0000-0000-0000-000000000001","quantity":2,"sides":{"front_side":"https://img.example/a.png"}}]}`,
+		`{"url":"https://hooks.example/a","topics":["order.created"],"price":-12.50,"note":"caf\u00e9 \"quoted\" \\ back"}`,
+	} {
+		if !plainJSON([]byte(body)) {
+			t.Errorf("%s is walked token by token", body)
+		}
+	}
+}
