@@ -26,7 +26,8 @@ import (
 const Notify = "jobs"
 
 // Parked is the due time of a job that waits for something other than
-// time (a failed push waiting for a manual retry).
+// time (a failed push waiting for a manual retry). The index of due jobs
+// (jobs_due) leaves parked jobs out.
 var Parked = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Job is one work item.
@@ -96,12 +97,22 @@ func (w *Writes) Queue(b *pgx.Batch) {
 		for id := range w.deleted {
 			ids = append(ids, id)
 		}
-		b.Queue(`DELETE FROM jobs WHERE queue = $1 AND id = ANY($2)`, w.queue, ids)
+		b.Queue(deleteJobs, w.queue, ids)
 	}
 	if w.wake {
 		b.Queue(`SELECT pg_notify($1, $2)`, Notify, w.queue)
 	}
 }
+
+// deleteJobs drops jobs by id. jobs_due cannot serve it (its predicate is
+// not implied), so it reads the primary key whatever the statistics say.
+const deleteJobs = `DELETE FROM jobs WHERE queue = $1 AND id = ANY($2)`
+
+// claimDue picks the due jobs to lease. Its last condition is jobs_due's
+// predicate (not parked): the planner reads a partial index only for a
+// statement that implies the predicate.
+const claimDue = `SELECT ctid FROM jobs WHERE queue = $1 AND due_at <= now() AND due_at < '9999-01-01T00:00:00Z'
+	ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED`
 
 // Claim leases up to n due jobs of queue, oldest due first, for lease.
 // Jobs locked by another claim in flight are skipped. The lease holds once
@@ -122,8 +133,7 @@ func Claim(ctx context.Context, tx pgx.Tx, queue string, n int, lease time.Durat
 	var picked []pgtype.TID
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`)
-	b.Queue(`SELECT ctid FROM jobs WHERE queue = $1 AND due_at <= now() ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-		queue, n).Query(func(rows pgx.Rows) error {
+	b.Queue(claimDue, queue, n).Query(func(rows pgx.Rows) error {
 		var err error
 		picked, err = pgx.CollectRows(rows, pgx.RowTo[pgtype.TID])
 		return err
