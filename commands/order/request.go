@@ -94,33 +94,20 @@ func DecodeCreate(body []byte) (CreateRequest, error) {
 	return decodeCreateByField(body)
 }
 
-// createWire and lineWire are the create body as the strict pass reads it.
-// The fields that take more than one form (variant_id, addon_service) stay
-// raw and are read as decodeCreateByField reads them.
+// createWire and lineWire are the create body as the strict pass reads it:
+// the request's own fields, but for those that take more than one form
+// (variant_id, addon_service), which stay raw and are read as
+// decodeCreateByField reads them. A field of the outer struct hides the
+// embedded one of the same name.
 type createWire struct {
-	ReferenceID     string         `json:"reference_id"`
-	Customer        *Customer      `json:"customer"`
-	ShippingAddress *Address       `json:"shipping_address"`
-	LabelLink       string         `json:"label_link"`
-	TrackingNumber  string         `json:"tracking_number"`
-	ShippingService string         `json:"shipping_service"`
-	LineItems       []*lineWire    `json:"line_items"`
-	Note            string         `json:"note"`
-	Tags            string         `json:"tags"`
-	Force           bool           `json:"force"`
-	AddonService    jsontext.Value `json:"addon_service"`
+	CreateRequest
+	LineItems    []*lineWire    `json:"line_items"`
+	AddonService jsontext.Value `json:"addon_service"`
 }
 
 type lineWire struct {
-	VariantID         jsontext.Value    `json:"variant_id"`
-	Quantity          int               `json:"quantity"`
-	Sides             map[string]string `json:"sides"`
-	PrintingTechnique string            `json:"printing_technique"`
-	EmbFile           string            `json:"emb_file"`
-	DesignEmbType     string            `json:"design_emb_type"`
-	NumberOfPets      *int              `json:"number_of_pets"`
-	YarnType          string            `json:"yarn_type"`
-	AddonService      string            `json:"addon_service"`
+	LineSpec
+	VariantID jsontext.Value `json:"variant_id"`
 }
 
 // decodeCreateFast reads body in one pass: an object whose member names
@@ -137,9 +124,7 @@ func decodeCreateFast(body []byte) (r CreateRequest, ok bool) {
 	if jsonv2.Unmarshal(body, &w, jsonv2.RejectUnknownMembers(true)) != nil {
 		return CreateRequest{}, false
 	}
-	r = CreateRequest{ReferenceID: w.ReferenceID, Customer: w.Customer, ShippingAddress: w.ShippingAddress,
-		LabelLink: w.LabelLink, TrackingNumber: w.TrackingNumber, ShippingService: w.ShippingService,
-		Note: w.Note, Tags: w.Tags, Force: w.Force}
+	r = w.CreateRequest
 	if w.AddonService != nil {
 		addons, err := decodeOrderAddons(json.RawMessage(w.AddonService))
 		if err != nil {
@@ -151,9 +136,7 @@ func decodeCreateFast(body []byte) (r CreateRequest, ok bool) {
 		if l == nil {
 			return CreateRequest{}, false
 		}
-		line := LineRequest{LineSpec: LineSpec{Quantity: l.Quantity, Sides: l.Sides,
-			PrintingTechnique: l.PrintingTechnique, EmbFile: l.EmbFile, DesignEmbType: l.DesignEmbType,
-			NumberOfPets: l.NumberOfPets, YarnType: l.YarnType, AddonService: l.AddonService}}
+		line := LineRequest{LineSpec: l.LineSpec}
 		if l.VariantID != nil && string(l.VariantID) != "null" {
 			var s string
 			if json.Unmarshal(l.VariantID, &s) != nil {
