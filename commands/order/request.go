@@ -85,8 +85,8 @@ func fieldErr(field, format string, args ...any) *FieldError {
 // only one that pass refuses is read again field by field, to name what is
 // wrong. The strict pass accepts no body the field-by-field reading refuses
 // and decodes every body it accepts the same way (FuzzCreateDecodersAgree):
-// it is the field-by-field reading's fast path for well-formed bodies, a
-// third of the create's decoding CPU.
+// it is the field-by-field reading's fast path for well-formed bodies, which
+// it decodes in about a sixth of the time.
 func DecodeCreate(body []byte) (CreateRequest, error) {
 	if r, ok := decodeCreateFast(body); ok {
 		return r, nil
