@@ -137,16 +137,9 @@ func decodeCreateFast(body []byte) (r CreateRequest, ok bool) {
 			return CreateRequest{}, false
 		}
 		line := LineRequest{LineSpec: l.LineSpec}
-		if l.VariantID != nil && string(l.VariantID) != "null" {
-			var s string
-			if json.Unmarshal(l.VariantID, &s) != nil {
-				return CreateRequest{}, false
-			}
-			id, err := uuid.Parse(s)
-			if err != nil {
-				return CreateRequest{}, false
-			}
-			line.VariantID, line.hasVariant = id, true
+		var valid bool
+		if line.VariantID, line.hasVariant, valid = variantOf(l.VariantID); !valid {
+			return CreateRequest{}, false
 		}
 		r.LineItems = append(r.LineItems, line)
 	}
@@ -206,15 +199,10 @@ func decodeLine(raw json.RawMessage, path string) (LineRequest, error) {
 	}
 	var l LineRequest
 	if v, ok := fields["variant_id"]; ok && string(v) != "null" {
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
+		var valid bool
+		if l.VariantID, l.hasVariant, valid = variantOf(v); !valid {
 			return LineRequest{}, fieldErr(path+".variant_id", "%s.variant_id must be a UUID string", path)
 		}
-		id, err := uuid.Parse(s)
-		if err != nil {
-			return LineRequest{}, fieldErr(path+".variant_id", "%s.variant_id must be a UUID string", path)
-		}
-		l.VariantID, l.hasVariant = id, true
 		delete(fields, "variant_id")
 	}
 	rest, _ := json.Marshal(fields)
@@ -222,6 +210,20 @@ func decodeLine(raw json.RawMessage, path string) (LineRequest, error) {
 		return LineRequest{}, typeError(path, err)
 	}
 	return l, nil
+}
+
+// variantOf reads a line's raw variant_id: absent (nil) or null names no
+// variant; anything else must be a UUID string, else valid is false.
+func variantOf(raw []byte) (id uuid.UUID, has, valid bool) {
+	if raw == nil || string(raw) == "null" {
+		return uuid.Nil, false, true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return uuid.Nil, false, false
+	}
+	id, err := uuid.Parse(s)
+	return id, err == nil, err == nil
 }
 
 // decodeOrderAddons accepts the current array form and the older single
