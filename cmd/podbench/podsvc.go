@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/printpod/pod/internal/kafka"
+	"github.com/printpod/pod/internal/loopback"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -71,16 +71,6 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// freeAddr picks a free loopback port.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // withDatabase returns the Postgres URL u naming database name instead.
 func withDatabase(u, name string) (string, error) {
 	p, err := url.Parse(u)
@@ -109,7 +99,7 @@ func newPodsvc(ctx context.Context, o options, run string, allowTargets []string
 		}
 		p.kafkaPrefix = "podbench." + run + "."
 	}
-	if p.addr, err = freeAddr(); err != nil {
+	if p.addr, err = loopback.FreeAddr(1); err != nil {
 		return p, err
 	}
 	if p.dbURL, err = withDatabase(o.databaseURL, p.dbName); err != nil {
@@ -192,7 +182,7 @@ func (p *podsvc) newReplica(n int) (*podsvc, error) {
 		return nil, err
 	}
 	var err error
-	if r.addr, err = freeAddr(); err != nil {
+	if r.addr, err = loopback.FreeAddr(1); err != nil {
 		return nil, err
 	}
 	for _, kv := range p.env {

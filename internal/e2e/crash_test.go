@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/loopback"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
@@ -37,14 +37,15 @@ type podsvcProc struct {
 	log    *os.File
 }
 
+// freePort is a loopback address with a port nothing listens on (now),
+// which no outgoing connection will take meanwhile.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.FreeAddr(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func (p *podsvcProc) start(t *testing.T) {

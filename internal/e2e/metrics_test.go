@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -290,12 +289,7 @@ func TestRolesWithoutAPIServeMetricsAndProbes(t *testing.T) {
 // TestProfilerOnlyOnItsOwnListener: with POD_PPROF_ADDR set the profiler
 // answers there, and never on the API's listener.
 func TestProfilerOnlyOnItsOwnListener(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freePort(t)
 	d := startDemo(t, func(c *config.Config) { c.PprofAddr = addr })
 	if r := testenv.NewClient(t, "http://"+addr, "").Get("/debug/pprof/cmdline"); r.Status != 200 || len(r.Body) == 0 {
 		t.Fatalf("profiler: %d %q", r.Status, r.Body)

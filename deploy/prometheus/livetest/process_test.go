@@ -2,13 +2,13 @@ package livetest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/printpod/pod/internal/loopback"
 	"github.com/printpod/pod/internal/podtest"
 )
 
@@ -24,15 +24,15 @@ func readRepoFile(t *testing.T, parts ...string) []byte {
 	return b
 }
 
-// freeAddr is a loopback address with a port nothing listens on (now).
+// freeAddr is a loopback address with a port nothing listens on (now),
+// which no outgoing connection will take meanwhile.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.FreeAddr(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // process is a child process writing its output to a log file. It is
