@@ -50,7 +50,7 @@ type generator struct {
 	posts   []string // base URLs the orders go to, in turn
 	next    atomic.Uint64
 	led     *ledger
-	v       variant
+	body    func(ref string) []byte // the order request for a reference
 	st      *loadStats
 	vis     *visibility
 	faults  *faultRun
@@ -116,7 +116,7 @@ func (g *generator) closedLoop(ctx context.Context, end time.Time) {
 // send POSTs one order intended at scheduled and records the result.
 func (g *generator) send(ctx context.Context, scheduled time.Time) {
 	rec := g.led.add()
-	body := g.v.body(rec.ref)
+	body := g.body(rec.ref)
 	rec.warmup = scheduled.Before(g.warmEnd)
 	rec.phase = g.faults.phaseNow()
 	rec.scheduled = scheduled
@@ -188,7 +188,7 @@ func (g *generator) send(ctx context.Context, scheduled time.Time) {
 // errKind names a transport error briefly for the report.
 func errKind(err error) string {
 	s := err.Error()
-	for _, k := range []string{"connection refused", "connection reset", "EOF", "timeout", "broken pipe"} {
+	for _, k := range []string{"connection refused", "connection reset", "EOF", "closed connection", "timeout", "broken pipe"} {
 		if strings.Contains(s, k) {
 			return k
 		}

@@ -55,8 +55,9 @@ type options struct {
 	requireAcceptedAfterFault  bool
 	maxWebhookP99              time.Duration
 
-	jsonOut  bool
-	jsonFile string
+	jsonOut    bool
+	jsonFile   string
+	cpuProfile string
 }
 
 var knownBadReceivers = []string{"timeout", "reset", "redirect"}
@@ -137,6 +138,7 @@ func parseFlags(args []string) (options, error) {
 
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&o.jsonFile, "json-file", "", "also write the JSON report to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write podbench's own CPU profile (the load it generates and the webhooks it receives) to this file")
 
 	if err := fs.Parse(args); err != nil {
 		return o, err

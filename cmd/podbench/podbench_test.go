@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -131,5 +135,57 @@ func TestProcessGroupCountsOnlyTheServicesProcesses(t *testing.T) {
 				t.Fatalf("processGroup(%q) = %q, want %q", tc.p.cmdline, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestBodiesFromTheTemplateAreTheBodiesEncodedAfresh(t *testing.T) {
+	for _, v := range []variant{
+		{VariantID: "9d83c1e5-f5ab-5199-9843-2852374394f4", SKU: "TS-OVR-WAS-M", Category: "tshirt"},
+		{VariantID: "0b8f6f0e-43d3-5d7e-a3c6-0d0b1f3f7a11", SKU: "CAP-EMB", Category: "cap", Yarn: []string{"cotton"}},
+	} {
+		body := v.bodies()
+		for _, ref := range []string{"pb-1a2b3c4d-0", "pb-1a2b3c4d-123456", `needs "escaping"`, "<html>"} {
+			if got, want := body(ref), v.body(ref); !bytes.Equal(got, want) {
+				t.Errorf("%s, %q:\n got %s\nwant %s", v.Category, ref, got, want)
+			}
+		}
+	}
+}
+
+func TestAPostToAPortNobodyListensOnIsRefusedAndAHangUpIsNoAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	a := &api{base: "http://" + closed, token: "t", hc: newHTTPClient(4, 2*time.Second)}
+	if _, _, err := a.do(context.Background(), "POST", "/v1/orders/pod", []byte(`{}`)); err == nil || classify(err) != refused {
+		t.Errorf("closed port: %v, classified %v; want refused", err, classify(err))
+	}
+
+	hangUp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hangUp.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := hangUp.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			_, _ = c.Read(make([]byte, 4096))
+			c.Close()
+		}
+	}()
+	a.base = "http://" + hangUp.Addr().String()
+	if _, _, err := a.do(context.Background(), "POST", "/v1/orders/pod", []byte(`{}`)); err == nil || classify(err) != noAnswer {
+		t.Errorf("hang-up: %v; want no answer", err)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("the POST reached the server %d times; a POST must never be sent twice", n)
 	}
 }

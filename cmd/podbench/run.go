@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,14 @@ func run(ctx context.Context, o options) int {
 	_, _ = rand.Read(b[:])
 	runID := hex.EncodeToString(b[:])
 	led := newLedger(runID)
+	if o.cpuProfile != "" {
+		stop, err := profileCPU(o.cpuProfile)
+		if err != nil {
+			say("--cpuprofile: %v", err)
+			return exitSetup
+		}
+		defer stop()
+	}
 
 	// Receivers first: a started podsvc must allow their addresses.
 	rcv, err := startReceiver(o.receiverAddr, led)
@@ -212,7 +221,7 @@ func run(ctx context.Context, o options) int {
 	start := time.Now()
 	warmEnd := start.Add(o.warmup)
 	end := warmEnd.Add(o.duration)
-	gen := &generator{o: o, api: a, posts: posts, led: led, v: v, st: st, vis: vis, faults: faults, warmEnd: warmEnd}
+	gen := &generator{o: o, api: a, posts: posts, led: led, body: v.bodies(), st: st, vis: vis, faults: faults, warmEnd: warmEnd}
 
 	mode := "closed loop"
 	if o.openLoop() {
@@ -314,4 +323,22 @@ func badList(bads []*badReceiver) string {
 		s += ", " + b.url
 	}
 	return s
+}
+
+// profileCPU starts writing podbench's CPU profile to path; stop ends it.
+func profileCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			say("--cpuprofile: %v", err)
+		}
+	}, nil
 }
