@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -26,7 +25,7 @@ type Streaks struct {
 }
 
 func (s *Streaks) key(id uuid.UUID, gen int) string {
-	return fmt.Sprintf("%swh:streak:%s:%d", s.Prefix, id, gen)
+	return s.Prefix + "wh:streak:" + id.String() + ":" + strconv.Itoa(gen)
 }
 
 // Fail counts a failed delivery and returns the streak (0 when Redis is
@@ -120,11 +119,11 @@ type DoneMarks struct {
 const IDTTL = 15 * time.Minute
 
 func (m *DoneMarks) key(topic string, partition int32) string {
-	return fmt.Sprintf("%swh:done:%s:%d", m.Prefix, topic, partition)
+	return m.Prefix + "wh:done:" + topic + ":" + strconv.Itoa(int(partition))
 }
 
 func (m *DoneMarks) idKey(t schemas.DeliveryTask) string {
-	return fmt.Sprintf("%swh:did:%s:%d:%d", m.Prefix, t.DeliveryID, t.Run, t.Attempt)
+	return m.Prefix + "wh:did:" + t.DeliveryID.String() + ":" + strconv.Itoa(t.Run) + ":" + strconv.Itoa(t.Attempt)
 }
 
 // Done reports whether the record at offset, or the same task, was worked.
