@@ -13,6 +13,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -62,7 +63,7 @@ func clientPayload(ev schemas.Event, d eventData) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(env)
+	return codec.Marshal(env)
 }
 
 // eventData is what the fan-out reads of an order event's data: the
@@ -76,7 +77,7 @@ type eventData struct {
 
 // TaskRecord is the record of a delivery task on topic.
 func TaskRecord(topic string, t schemas.DeliveryTask) (*kgo.Record, error) {
-	value, err := json.Marshal(t)
+	value, err := codec.Marshal(t)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
@@ -180,7 +180,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		class = statusClass(answer.Code, answer.Failure)
 	}
 	s.Metrics.outcome(v.Metric, class)
-	value, err := json.Marshal(res)
+	value, err := codec.Marshal(res)
 	if err != nil {
 		return err
 	}

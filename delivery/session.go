@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -369,7 +369,7 @@ func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
 	now := time.Now()
 	for i, r := range recs {
 		var t schemas.DeliveryTask
-		if err := json.Unmarshal(r.Value, &t); err != nil || t.DeliveryID == uuid.Nil || t.WebhookID == uuid.Nil {
+		if err := codec.Unmarshal(r.Value, &t); err != nil || t.DeliveryID == uuid.Nil || t.WebhookID == uuid.Nil {
 			if err == nil {
 				err = errors.New("delivery task without delivery_id or webhook_id")
 			}

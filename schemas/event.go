@@ -7,6 +7,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/codec"
 )
 
 // Event is the envelope of every record value on the pod.* event topics, in
@@ -33,7 +34,7 @@ func NewEvent(typ string, at time.Time, data any) (Event, error) {
 
 // NewEventWithID wraps data in an envelope with the given id.
 func NewEventWithID(id uuid.UUID, typ string, at time.Time, data any) (Event, error) {
-	raw, err := json.Marshal(data)
+	raw, err := codec.Marshal(data)
 	if err != nil {
 		return Event{}, fmt.Errorf("encode %s: %w", typ, err)
 	}
@@ -51,7 +52,7 @@ func (e Event) Decode(v any) error {
 			}
 		}
 	}
-	if err := json.Unmarshal(e.Data, v); err != nil {
+	if err := codec.Unmarshal(e.Data, v); err != nil {
 		return fmt.Errorf("decode %s %s: %w", e.Type, e.ID, err)
 	}
 	return nil
@@ -60,7 +61,7 @@ func (e Event) Decode(v any) error {
 // ParseEvent decodes a record value into an envelope.
 func ParseEvent(value []byte) (Event, error) {
 	var e Event
-	if err := json.Unmarshal(value, &e); err != nil {
+	if err := codec.Unmarshal(value, &e); err != nil {
 		return Event{}, fmt.Errorf("decode event envelope: %w", err)
 	}
 	if e.Type == "" || e.ID == uuid.Nil {

@@ -12,10 +12,10 @@ import (
 	"sync"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/wait"
@@ -93,7 +93,7 @@ func Store(ctx context.Context, pool *pgxpool.Pool, id, account uuid.UUID, bodie
 		}
 		w := jobs.NewWrites(Queue)
 		for from := 0; from < len(bodies); from += run {
-			payload, err := json.Marshal(runJob{Batch: id, Account: account, From: from, To: min(from+run, len(bodies))})
+			payload, err := codec.Marshal(runJob{Batch: id, Account: account, From: from, To: min(from+run, len(bodies))})
 			if err != nil {
 				return err
 			}
@@ -146,7 +146,7 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	}
 	runs := make([]runJob, len(leased))
 	for i, j := range leased {
-		if err := json.Unmarshal(j.Payload, &runs[i]); err != nil {
+		if err := codec.Unmarshal(j.Payload, &runs[i]); err != nil {
 			return 0, fmt.Errorf("batch job %s: %w", j.ID, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -27,7 +28,7 @@ func Publish(ctx context.Context, cl *kgo.Client, n schemas.Naming, events []Key
 		wg       sync.WaitGroup
 	)
 	for _, k := range events {
-		value, err := json.Marshal(k.Event)
+		value, err := codec.Marshal(k.Event)
 		if err != nil {
 			return nil, fmt.Errorf("encode event: %w", err)
 		}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,7 +33,7 @@ type Bus struct {
 // Record is the pod.order.commands record of c, keyed by order id so one
 // decider owns each order.
 func Record(n schemas.Naming, c Command) (*kgo.Record, error) {
-	value, err := json.Marshal(c)
+	value, err := codec.Marshal(c)
 	if err != nil {
 		return nil, err
 	}

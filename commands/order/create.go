@@ -11,6 +11,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
 )
@@ -163,21 +164,21 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 }
 
 func detailsOf(d Draft, via string, orderID uuid.UUID, duplicate bool) (schemas.OrderDetails, error) {
-	customer, err := json.Marshal(d.Customer)
+	customer, err := codec.Marshal(d.Customer)
 	if err != nil {
 		return schemas.OrderDetails{}, err
 	}
 	address := json.RawMessage("null")
 	if d.ShippingAddress != nil {
-		if address, err = json.Marshal(d.ShippingAddress); err != nil {
+		if address, err = codec.Marshal(d.ShippingAddress); err != nil {
 			return schemas.OrderDetails{}, err
 		}
 	}
-	lines, err := json.Marshal(d.Lines)
+	lines, err := codec.Marshal(d.Lines)
 	if err != nil {
 		return schemas.OrderDetails{}, err
 	}
-	pricing, err := json.Marshal(d.Pricing)
+	pricing, err := codec.Marshal(d.Pricing)
 	if err != nil {
 		return schemas.OrderDetails{}, err
 	}

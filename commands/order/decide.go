@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/schemas"
 )
 
@@ -203,7 +203,7 @@ func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, erro
 				return out, nil // the same tracking again: nothing new
 			}
 			typ = schemas.TypeTrackingUpdated
-			data.Previous, _ = json.Marshal(changed)
+			data.Previous, _ = codec.Marshal(changed)
 		}
 		ev, err := event(c, len(out), typ, now, data)
 		if err != nil {
@@ -224,7 +224,7 @@ func statusChange(s State, c Command, to string, now time.Time, push *schemas.Pu
 func transition(s State, c Command, typ, to string, now time.Time, push *schemas.PushAttempt) ([]schemas.Event, error) {
 	ref := s.Order
 	ref.ClientStatus, ref.UpdatedAt = ptr(to), now
-	prev, _ := json.Marshal(map[string]string{"status": s.Status})
+	prev, _ := codec.Marshal(map[string]string{"status": s.Status})
 	ev, err := event(c, 0, typ, now, schemas.OrderEventData{Order: ref, Tracking: s.Tracking, Previous: prev, Push: push})
 	return one(ev, err)
 }
@@ -240,7 +240,7 @@ func Evolve(s State, ev schemas.Event) State {
 		return State{Exists: true, Order: d.Order, Status: schemas.StatusPending}
 	case schemas.TypeOrderStatusUpdated, schemas.TypeOrderCancelled:
 		var prev struct{ Status string }
-		_ = json.Unmarshal(d.Previous, &prev)
+		_ = codec.Unmarshal(d.Previous, &prev)
 		if d.Order.ClientStatus == nil {
 			return s
 		}

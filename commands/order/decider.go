@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/decider"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pg"
@@ -44,7 +44,7 @@ type Decision struct {
 // parseDecision reads a decision from its announcement.
 func parseDecision(v string) (Decision, bool) {
 	var d Decision
-	if err := json.Unmarshal([]byte(v), &d); err != nil || d.CommandID == uuid.Nil {
+	if err := codec.Unmarshal([]byte(v), &d); err != nil || d.CommandID == uuid.Nil {
 		return Decision{}, false
 	}
 	return d, true
@@ -89,7 +89,7 @@ type orderRow struct {
 // Parse reads a command record (decider.Model).
 func (d *Decider) Parse(r *kgo.Record) (Command, error) {
 	var c Command
-	if err := json.Unmarshal(r.Value, &c); err != nil {
+	if err := codec.Unmarshal(r.Value, &c); err != nil {
 		return c, err
 	}
 	if c.ID == uuid.Nil || c.OrderID == uuid.Nil {
@@ -156,7 +156,7 @@ func (d *Decider) QueueSave(b *pgx.Batch, changed map[uuid.UUID]*orderRow, decis
 // eventRecord is ev's pod.order.events record, keyed by its order's id,
 // with its type and the order's version after it in headers.
 func (d *Decider) eventRecord(ev schemas.Event, orderID uuid.UUID, version int) (*kgo.Record, error) {
-	value, err := json.Marshal(ev)
+	value, err := codec.Marshal(ev)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (d *Decider) QueueLoad(b *pgx.Batch, ids []uuid.UUID, orders map[uuid.UUID]
 			var version int
 			if _, err := pgx.ForEachRow(rows, []any{&id, &raw, &version}, func() error {
 				var s State
-				if err := json.Unmarshal(raw, &s); err != nil {
+				if err := codec.Unmarshal(raw, &s); err != nil {
 					return fmt.Errorf("order %s state: %w", id, err)
 				}
 				orders[id] = &orderRow{state: s, version: version}
@@ -199,7 +199,7 @@ func queueStates(b *pgx.Batch, orders map[uuid.UUID]*orderRow) error {
 	var states [][]byte
 	var versions []int32
 	for id, o := range orders {
-		raw, err := json.Marshal(o.state)
+		raw, err := codec.Marshal(o.state)
 		if err != nil {
 			return err
 		}
@@ -296,5 +296,5 @@ func LoadState(ctx context.Context, pool *pgxpool.Pool, account, id uuid.UUID) (
 		return State{}, false, err
 	}
 	var s State
-	return s, true, json.Unmarshal(raw, &s)
+	return s, true, codec.Unmarshal(raw, &s)
 }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,7 +28,7 @@ func FulfillmentBridge(n schemas.Naming, log *slog.Logger) stream.Consumer {
 			var out []*kgo.Record
 			for _, rec := range recs {
 				var u schemas.FulfillmentUpdate
-				if err := json.Unmarshal(rec.Value, &u); err != nil {
+				if err := codec.Unmarshal(rec.Value, &u); err != nil {
 					// The runner dead-letters it; the rest go on.
 					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
@@ -50,7 +50,7 @@ func FulfillmentBridge(n schemas.Naming, log *slog.Logger) stream.Consumer {
 
 // PublishFulfillment writes one update to pod.fulfillment.updates.
 func PublishFulfillment(ctx context.Context, producer *kgo.Client, n schemas.Naming, u schemas.FulfillmentUpdate) error {
-	value, err := json.Marshal(u)
+	value, err := codec.Marshal(u)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/schemas"
 )
@@ -62,7 +63,7 @@ func (o *orderRow) pushEffect(ev schemas.Event, created *schemas.OrderDetails, r
 		j := jobs.Job{ID: id, Step: StepStart, Attempt: s.PushAttempts + 1, DueAt: ev.OccurredAt}
 		if ev.Type == schemas.TypeOrderCreated && created != nil {
 			c := created
-			payload, err := json.Marshal(PushJob{StoreID: s.Order.StoreID, IdempotencyKey: c.IdempotencyKey, Order: PlatformOrder{
+			payload, err := codec.Marshal(PushJob{StoreID: s.Order.StoreID, IdempotencyKey: c.IdempotencyKey, Order: PlatformOrder{
 				OrderID: id, ReferenceID: s.Order.ReferenceID, Customer: c.Customer, ShippingAddress: c.ShippingAddress,
 				LabelLink: c.LabelLink, TrackingNumber: c.TrackingNumber, ShippingService: c.ShippingService,
 				LineItems: c.Lines, Note: c.Note, Tags: c.Tags}})

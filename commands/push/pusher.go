@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/wait"
@@ -144,7 +144,7 @@ func (w *Worker) claim(ctx context.Context, n int) ([]call, error) {
 			cmd = order.Command{Kind: order.KindAutoRetry, Attempt: j.Attempt}
 		case order.StepCall:
 			c := call{job: j}
-			if err := json.Unmarshal(j.Payload, &c.push); err != nil {
+			if err := codec.Unmarshal(j.Payload, &c.push); err != nil {
 				// Not a payload this worker can push: the order fails, with why.
 				c.push.Order.OrderID = j.ID
 			}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,7 +29,7 @@ type Bus struct {
 
 // Send appends c to pod.webhook.commands, keyed by client id.
 func Send(ctx context.Context, producer *kgo.Client, n schemas.Naming, c Command) error {
-	value, err := json.Marshal(c)
+	value, err := codec.Marshal(c)
 	if err != nil {
 		return err
 	}

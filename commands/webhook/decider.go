@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/decider"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
@@ -70,7 +70,7 @@ func newClientHooks() *clientHooks {
 // (decider.Model).
 func (d *Decider) Parse(r *kgo.Record) (Command, error) {
 	var c Command
-	if err := json.Unmarshal(r.Value, &c); err != nil {
+	if err := codec.Unmarshal(r.Value, &c); err != nil {
 		return c, err
 	}
 	if c.ID == uuid.Nil || c.AccountID == uuid.Nil {
@@ -136,7 +136,7 @@ func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outco
 	if err != nil {
 		return out, err
 	}
-	value, err := json.Marshal(ev)
+	value, err := codec.Marshal(ev)
 	if err != nil {
 		return out, err
 	}
@@ -165,7 +165,7 @@ func (d *Decider) QueueSave(b *pgx.Batch, changed map[uuid.UUID]*clientHooks, de
 		}
 	}
 	if len(upserts) > 0 {
-		rows, err := json.Marshal(upserts)
+		rows, err := codec.Marshal(upserts)
 		if err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ type Decision struct {
 // parseDecision reads a decision from its announcement.
 func parseDecision(v string) (Decision, bool) {
 	var d Decision
-	if err := json.Unmarshal([]byte(v), &d); err != nil || d.DecidedAt.IsZero() {
+	if err := codec.Unmarshal([]byte(v), &d); err != nil || d.DecidedAt.IsZero() {
 		return Decision{}, false
 	}
 	return d, true

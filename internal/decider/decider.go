@@ -22,9 +22,9 @@ import (
 	"fmt"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -106,7 +106,7 @@ func (r Runtime[C, S, D]) Handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Rec
 		if out.Changed {
 			changed[keys[i]] = out.State
 		}
-		value, err := json.Marshal(out.Decision)
+		value, err := codec.Marshal(out.Decision)
 		if err != nil {
 			return nil, err
 		}

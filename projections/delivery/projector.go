@@ -10,10 +10,10 @@ import (
 	"log/slog"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/periodic"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
@@ -94,7 +94,7 @@ func firstTasksFirst(n schemas.Naming, recs []*kgo.Record) ([]record, error) {
 		switch rec.topic {
 		case schemas.TopicWebhookDeliveries:
 			var t schemas.DeliveryTask
-			if err := json.Unmarshal(r.Value, &t); err != nil {
+			if err := codec.Unmarshal(r.Value, &t); err != nil {
 				return nil, stream.Poison(fmt.Errorf("delivery log record %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err))
 			}
 			rec.task = &t
@@ -161,7 +161,7 @@ func (w *rounds) add(b *pgx.Batch, rec record) error {
 		}
 	case schemas.TopicWebhookAttempts:
 		var res schemas.AttemptResult
-		if err := json.Unmarshal(r.Value, &res); err != nil {
+		if err := codec.Unmarshal(r.Value, &res); err != nil {
 			return err
 		}
 		if at, ok := w.open[res.DeliveryID]; ok && res.Run == 1 && res.Attempt == 1 {

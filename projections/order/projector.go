@@ -17,6 +17,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -332,7 +333,7 @@ func queueInserts(b *pgx.Batch, rs []*row) error {
 		seqs[i] = r.seq
 		ids[i], accounts[i], stores[i], keys[i] = o.ID, o.AccountID, o.StoreID, c.IdempotencyKey
 		refs[i], statuses[i], via[i], shipping[i], dup[i] = o.ReferenceID, r.status, c.CreatedVia, c.ShippingService, c.Duplicate
-		a, err := json.Marshal(nonNil(c.AddonService))
+		a, err := codec.Marshal(nonNil(c.AddonService))
 		if err != nil {
 			return err
 		}
@@ -506,7 +507,7 @@ type Projected struct {
 // ParseProjected reads an announcement's value.
 func ParseProjected(v string) (Projected, bool) {
 	var p Projected
-	if err := json.Unmarshal([]byte(v), &p); err != nil || p.Version <= 0 {
+	if err := codec.Unmarshal([]byte(v), &p); err != nil || p.Version <= 0 {
 		return Projected{}, false
 	}
 	return p, true
@@ -525,7 +526,7 @@ func announce(b *pgx.Batch, rs []*row) {
 			at := r.created.data.Order.CreatedAt
 			p.Created = &at
 		}
-		v, _ := json.Marshal(p)
+		v, _ := codec.Marshal(p)
 		values[i] = string(v)
 	}
 	b.Queue(`SELECT pg_notify($1, id || ' ' || v) FROM unnest($2::text[], $3::text[]) AS a(id, v)`, NotifyProjected, ids, values)
@@ -535,7 +536,7 @@ func trackingText(r *row) (*string, error) {
 	if !r.trackingSet || r.tracking == nil {
 		return nil, nil
 	}
-	raw, err := json.Marshal(r.tracking)
+	raw, err := codec.Marshal(r.tracking)
 	if err != nil {
 		return nil, err
 	}

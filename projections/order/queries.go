@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/schemas"
 )
 
@@ -243,7 +244,7 @@ func (q Queries) Detail(ctx context.Context, account, id uuid.UUID) (Detail, err
 	}
 	if len(tracking) > 0 {
 		d.Tracking = &schemas.Tracking{}
-		if err := json.Unmarshal(tracking, d.Tracking); err != nil {
+		if err := codec.Unmarshal(tracking, d.Tracking); err != nil {
 			return Detail{}, err
 		}
 	}
@@ -268,7 +269,7 @@ func (q Queries) Detail(ctx context.Context, account, id uuid.UUID) (Detail, err
 
 func detailLines(raw []byte) ([]LineItem, error) {
 	var stored []order.Line // as order.created carries them
-	if err := json.Unmarshal(raw, &stored); err != nil {
+	if err := codec.Unmarshal(raw, &stored); err != nil {
 		return nil, fmt.Errorf("order lines: %w", err)
 	}
 	out := make([]LineItem, 0, len(stored))
