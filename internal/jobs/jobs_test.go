@@ -179,3 +179,47 @@ func TestOnlyTheClaimReadsTheDueIndex(t *testing.T) {
 		t.Errorf("a delete reads jobs_due:\n%s", plan)
 	}
 }
+
+// TestADeleteFindsItsJobsByID: a delete names its jobs by id, and its plan
+// must look them up by id. A queue churns: at any time it holds a few live
+// jobs among the dead versions its puts, leases and deletes leave until a
+// vacuum. With such statistics Postgres preferred reading the primary key
+// for the queue alone and filtering the ids, which reads every one of
+// those entries: up to 10 million blocks in a 60 s run at 1,000 orders/s.
+func TestADeleteFindsItsJobsByID(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `ALTER TABLE jobs SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWrites("q")
+	var gone []uuid.UUID
+	for i := range 5000 {
+		id := uuid.New()
+		w.Put(Job{ID: id, Step: "s", Attempt: 1, DueAt: time.Now()})
+		if i >= 14 {
+			gone = append(gone, id)
+		}
+	}
+	write(t, pool, w)
+	if _, err := pool.Exec(ctx, deleteJobs, "q", gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// In production the dead versions fill thousands of pages, which
+	// prices a sequential scan out; here they fill a few hundred.
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	plan := explain(t, tx, deleteJobs, "q", gone[:47])
+	if !strings.Contains(plan, "Index Cond: ((id = ANY") {
+		t.Errorf("the delete does not look its jobs up by id:\n%s", plan)
+	}
+}
