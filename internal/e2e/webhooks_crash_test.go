@@ -101,24 +101,22 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logged := map[string]bool{}
+	logged := map[string]int{} // attempts, by event id
 	for rows.Next() {
 		var id string
 		var attempts, code int
 		if err := rows.Scan(&id, &attempts, &code); err != nil {
 			t.Fatal(err)
 		}
-		if logged[id] {
+		if _, twice := logged[id]; twice {
 			t.Errorf("event %s has two deliveries", id)
 		}
-		logged[id] = true
+		logged[id] = attempts
 		if _, ok := events[id]; !ok {
 			t.Errorf("delivery of unknown event %s", id)
 		}
-		// Three attempts; two when an attempt made just before the kill
-		// was made again after it (its outcome was not yet recorded).
-		if attempts < 2 || attempts > 3 || code != 200 {
-			t.Errorf("event %s: %d attempts, last status %d", id, attempts, code)
+		if code != 200 {
+			t.Errorf("event %s: last status %d", id, code)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -131,6 +129,19 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 		}
 		if g.Status == 200 {
 			succeeded[g.ID]++
+		}
+	}
+	// Three attempts, or, for an attempt made just before the kill and made
+	// again after it:
+	//   - two, when its outcome was not yet recorded;
+	//   - four, when its outcome (a failure) and its next attempt were
+	//     recorded but it was not yet marked done: made again, it succeeds
+	//     this time, and the next attempt, already scheduled, succeeds too.
+	//     The endpoint gets the event twice, as delivery at least once
+	//     allows; receivers dedupe by event id.
+	for id, attempts := range logged {
+		if !(attempts == 2 || attempts == 3 || attempts == 4 && succeeded[id] == 2) {
+			t.Errorf("event %s: %d attempts, %d of them answered 200", id, attempts, succeeded[id])
 		}
 	}
 	extra := 0
