@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/schemas"
@@ -51,7 +51,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		digest := hex.EncodeToString(sum[:])
 		rkey := prefix + "idem:" + accountOf(c).String() + ":" + key
 		ctx := c.UserContext()
-		pending, _ := json.Marshal(stored{State: "pending", Digest: digest})
+		pending, _ := codec.Marshal(stored{State: "pending", Digest: digest})
 
 		// answer, once set, ends the request without running it: a replay
 		// of the kept response or a refusal.
@@ -84,7 +84,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 					return true, nil
 				}
 				var prev stored
-				if json.Unmarshal(raw, &prev) != nil {
+				if codec.Unmarshal(raw, &prev) != nil {
 					rdb.Del(ctx, rkey)
 					continue
 				}
@@ -141,7 +141,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 			}
 			keep.Body, keep.Sealed = nil, sealed
 		}
-		done, _ := json.Marshal(keep)
+		done, _ := codec.Marshal(keep)
 		if err := rdb.Set(bg, rkey, done, IdempotencyWindow).Err(); err != nil {
 			log.WarnContext(bg, "idempotent response not stored", "err", err)
 		}

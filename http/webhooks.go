@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/webhook"
 	"github.com/printpod/pod/delivery"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/secretbox"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
 	"github.com/printpod/pod/schemas"
@@ -352,7 +352,7 @@ func (w *Webhooks) test(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	payload, err := json.Marshal(ev)
+	payload, err := codec.Marshal(ev)
 	if err != nil {
 		return err
 	}
