@@ -16,7 +16,6 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/printpod/pod/internal/loopback"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
@@ -35,17 +34,6 @@ type podsvcProc struct {
 	addr   string
 	cmd    *exec.Cmd
 	log    *os.File
-}
-
-// freePort is a loopback address with a port nothing listens on (now),
-// which no outgoing connection will take meanwhile.
-func freePort(t *testing.T) string {
-	t.Helper()
-	addr, err := loopback.FreeAddr(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 func (p *podsvcProc) start(t *testing.T) {
@@ -122,7 +110,7 @@ func newPodsvcProc(t *testing.T, env ...string) *podsvcProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &podsvcProc{bin: bin, addr: freePort(t), log: logf, dbURL: dbURL, dir: dir}
+	p := &podsvcProc{bin: bin, addr: testenv.FreeAddr(t), log: logf, dbURL: dbURL, dir: dir}
 	kafka := []string{"KAFKA_BROKERS="}
 	if real := podtest.RealKafka(); real != nil {
 		prefix := "t" + testenv.RandomSuffix() + "."

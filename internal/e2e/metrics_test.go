@@ -289,7 +289,7 @@ func TestRolesWithoutAPIServeMetricsAndProbes(t *testing.T) {
 // TestProfilerOnlyOnItsOwnListener: with POD_PPROF_ADDR set the profiler
 // answers there, and never on the API's listener.
 func TestProfilerOnlyOnItsOwnListener(t *testing.T) {
-	addr := freePort(t)
+	addr := testenv.FreeAddr(t)
 	d := startDemo(t, func(c *config.Config) { c.PprofAddr = addr })
 	if r := testenv.NewClient(t, "http://"+addr, "").Get("/debug/pprof/cmdline"); r.Status != 200 || len(r.Body) == 0 {
 		t.Fatalf("profiler: %d %q", r.Status, r.Body)

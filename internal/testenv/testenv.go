@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/loopback"
 )
 
 // AdminURL is the Postgres URL used to create and drop test databases.
@@ -105,3 +106,15 @@ func Poll(timeout time.Duration, cond func() error) error {
 
 // Errorf is fmt.Errorf, for conditions passed to Eventually.
 var Errorf = fmt.Errorf
+
+// FreeAddr is a loopback address with a port nothing listens on now, and
+// which no outgoing connection will take meanwhile (loopback.FreeAddr), for
+// a listener another process or a later step opens.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	addr, err := loopback.FreeAddr(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}

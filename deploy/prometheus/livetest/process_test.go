@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/printpod/pod/internal/loopback"
 	"github.com/printpod/pod/internal/podtest"
 )
 
@@ -22,17 +21,6 @@ func readRepoFile(t *testing.T, parts ...string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// freeAddr is a loopback address with a port nothing listens on (now),
-// which no outgoing connection will take meanwhile.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	addr, err := loopback.FreeAddr(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // process is a child process writing its output to a log file. It is

@@ -48,7 +48,7 @@ type promServer struct {
 // loading the rules of alerts.yml with shortened for: durations.
 func startPrometheus(t *testing.T, dir, target, role string) *promServer {
 	t.Helper()
-	listen := freeAddr(t)
+	listen := testenv.FreeAddr(t)
 	cfgDir := filepath.Join(dir, "prometheus")
 	if err := os.MkdirAll(filepath.Join(cfgDir, "data"), 0o755); err != nil {
 		t.Fatal(err)

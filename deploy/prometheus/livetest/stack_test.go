@@ -66,7 +66,7 @@ type stack struct {
 // Prometheus.
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	s := &stack{dir: t.TempDir(), dbURL: testenv.NewDatabase(t), addr: freeAddr(t), receiver: freeAddr(t), dead: freeAddr(t), flaky: freeAddr(t)}
+	s := &stack{dir: t.TempDir(), dbURL: testenv.NewDatabase(t), addr: testenv.FreeAddr(t), receiver: testenv.FreeAddr(t), dead: testenv.FreeAddr(t), flaky: testenv.FreeAddr(t)}
 	s.dataDir = filepath.Join(s.dir, "var")
 	delays := strings.TrimSuffix(strings.Repeat("1s,", 6), ",")
 	env := []string{
