@@ -149,7 +149,11 @@ func (v variant) bodies() func(ref string) []byte {
 		if !plainRef(ref) {
 			return v.body(ref)
 		}
-		out := make([]byte, 0, len(parts[0])*2)
+		size := len(ref) * (len(parts) - 1)
+		for _, p := range parts {
+			size += len(p)
+		}
+		out := make([]byte, 0, size)
 		for i, p := range parts {
 			if i > 0 {
 				out = append(out, ref...)

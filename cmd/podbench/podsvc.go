@@ -99,7 +99,7 @@ func newPodsvc(ctx context.Context, o options, run string, allowTargets []string
 		}
 		p.kafkaPrefix = "podbench." + run + "."
 	}
-	if p.addr, err = loopback.FreeAddr(1); err != nil {
+	if p.addr, err = loopback.FreeAddr(); err != nil {
 		return p, err
 	}
 	if p.dbURL, err = withDatabase(o.databaseURL, p.dbName); err != nil {
@@ -182,7 +182,7 @@ func (p *podsvc) newReplica(n int) (*podsvc, error) {
 		return nil, err
 	}
 	var err error
-	if r.addr, err = loopback.FreeAddr(1); err != nil {
+	if r.addr, err = loopback.FreeAddr(); err != nil {
 		return nil, err
 	}
 	for _, kv := range p.env {

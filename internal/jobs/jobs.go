@@ -105,7 +105,8 @@ func (w *Writes) Queue(b *pgx.Batch) {
 }
 
 // deleteJobs drops jobs by id. jobs_due cannot serve it (its predicate is
-// not implied), so it reads the primary key whatever the statistics say.
+// not implied), and the primary key, (id, queue), has no range for a queue
+// alone: it looks each id up whatever the statistics say.
 const deleteJobs = `DELETE FROM jobs WHERE queue = $1 AND id = ANY($2)`
 
 // claimDue picks the due jobs to lease. Its last condition is jobs_due's

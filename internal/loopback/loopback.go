@@ -11,7 +11,7 @@
 package loopback
 
 import (
-	"fmt"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -23,41 +23,26 @@ import (
 // ports services commonly use on a developer's machine.
 const lowest = 10000
 
-// FreeAddr returns "127.0.0.1:P" where ports P to P+span-1 can all be
-// listened on now and lie below the kernel's ephemeral range. A span above
-// one serves a program that derives further ports from the first.
-func FreeAddr(span int) (string, error) {
-	if span < 1 {
-		span = 1
-	}
-	top := ephemeralLow() - span
-	if top <= lowest {
-		return "", fmt.Errorf("loopback: no room below the ephemeral range for %d ports", span)
-	}
+// FreeAddr returns "127.0.0.1:P" where port P can be listened on now and
+// lies below the kernel's ephemeral range.
+func FreeAddr() (string, error) {
+	top := ephemeralLow()
 	for range 200 {
-		p := lowest + rand.IntN(top-lowest)
-		if bindable(p, span) {
-			return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lowest+rand.IntN(top-lowest)))
+		if bindable(addr) {
+			return addr, nil
 		}
 	}
-	return "", fmt.Errorf("loopback: no %d free consecutive ports found below the ephemeral range", span)
+	return "", errors.New("loopback: no free port found below the ephemeral range")
 }
 
-// bindable reports whether ports p to p+span-1 can be listened on.
-func bindable(p, span int) bool {
-	var open []net.Listener
-	defer func() {
-		for _, ln := range open {
-			_ = ln.Close()
-		}
-	}()
-	for i := range span {
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+i)))
-		if err != nil {
-			return false
-		}
-		open = append(open, ln)
+// bindable reports whether addr can be listened on.
+func bindable(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
 	}
+	_ = ln.Close()
 	return true
 }
 

@@ -112,7 +112,7 @@ var Errorf = fmt.Errorf
 // a listener another process or a later step opens.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	addr, err := loopback.FreeAddr(1)
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
