@@ -117,8 +117,8 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		sent = func(time.Duration) {}
 	}
 	t := j.task
-	if s.Marks.Done(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t) {
-		return nil // worked before (a crash, a rebalance, a repeated task): its outcome is on the log
+	if !s.Marks.Claim(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t) {
+		return nil // done before, or another record carrying the task is worked
 	}
 	var hook *Hook
 	if err := retry.Do(ctx, retry.NewConstant(time.Second), func(ctx context.Context) error {
@@ -190,7 +190,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		return err
 	}
 	rctx := context.WithoutCancel(ctx)
-	_ = s.Marks.Mark(rctx, j.tp.topic, j.tp.partition, j.offset, t)
+	_ = s.Marks.Done(rctx, t)
 	if reset != nil && reset.Err() != nil {
 		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", t.WebhookID, "err", reset.Err())
 	}

@@ -288,11 +288,10 @@ func (ss *session) commitLoop(done <-chan struct{}) {
 	}
 }
 
-// commit commits offs and then forgets the done marks below them.
+// commit commits offs.
 func (ss *session) commit(offs map[string]map[int32]kgo.EpochOffset) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var ok []tp
 	ss.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			ss.s.Log.Warn("committing delivery offsets failed", "err", err)
@@ -305,7 +304,6 @@ func (ss *session) commit(offs map[string]map[int32]kgo.EpochOffset) {
 				if p.ErrorCode != 0 {
 					continue
 				}
-				ok = append(ok, tp{t.Topic, p.Partition})
 				if st := ss.parts[tp{t.Topic, p.Partition}]; st != nil {
 					if off := offs[t.Topic][p.Partition].Offset; off > st.committed {
 						st.committed = off
@@ -314,9 +312,6 @@ func (ss *session) commit(offs map[string]map[int32]kgo.EpochOffset) {
 			}
 		}
 	})
-	for _, k := range ok {
-		ss.s.Marks.Forget(ctx, k.topic, k.partition, offs[k.topic][k.partition].Offset)
-	}
 }
 
 func (ss *session) poll() error {
@@ -547,6 +542,9 @@ func (ss *session) done(j job, err error) {
 // drain, the time the endpoint needs for what it already holds, so a task
 // does not come back only to be deferred again (an endpoint that always
 // times out would otherwise cycle its whole backlog through the first tier).
+// A deferral done again (its records read again after a crash) puts the
+// tasks on the tier twice; their done marks let one copy of each be
+// attempted.
 func (ss *session) deferJobs(jobs []job, drain time.Duration) {
 	defer ss.wg.Done()
 	tier := DeferTier(ss.s.Delays, drain)
@@ -564,10 +562,6 @@ func (ss *session) deferJobs(jobs []job, drain time.Duration) {
 	}
 	if err == nil {
 		err = ss.s.record(ss.ctx, recs...)
-	}
-	if err == nil {
-		// The offsets only: the tasks themselves come back to be attempted.
-		ss.s.Marks.MarkOffsets(context.WithoutCancel(ss.ctx), jobs)
 	}
 	for _, j := range jobs {
 		if err == nil {

@@ -98,71 +98,54 @@ func (s *Streaks) Counts(ctx context.Context, ids []uuid.UUID, gens []int) ([]in
 	return out, nil
 }
 
-// DoneMarks remember which delivery tasks were worked, two ways. Per
-// partition of the delivery topics, the offsets worked after the last
-// committed one: a sender reading such a record again (after a crash or a
-// rebalance) skips it instead of making the attempt and scheduling its
-// retry a second time; marks below a committed offset are forgotten. And
-// per (delivery, run, attempt), for IDTTL: the same task put on the log
-// twice (a fan-out batch redone after a crash) is attempted once. Without
-// Redis every record is worked: delivery stays at least once.
+// DoneMarks remember, per (delivery, run, attempt) and for IDTTL, which
+// delivery tasks are worked, so a task read twice is attempted once: a
+// record read again after a crash or a rebalance, or the same task put on
+// the log twice (a fan-out batch redone after a crash, a deferral redone).
+//
+// Before its attempt a record claims its task; the claim names the record
+// (topic, partition, offset). After the outcome is recorded the mark says
+// done. So a record finds one of three things: no mark, or its own claim
+// (its earlier attempt was never recorded: work it); done (skip it); or
+// another record's claim (skip it: that record is worked until its outcome
+// is recorded, read again by the partition's next owner if need be).
+// Without Redis every record is worked: delivery stays at least once.
 //
 // Redis is best an asynchronous automatic pipeline (go-redis's
-// AsyncAutoPipeline): a call issues its commands together and then waits,
-// so the marks of every delivery in flight share round trips.
+// AsyncAutoPipeline): the marks of every delivery in flight share round
+// trips. A claim is one SET ... NX GET, which needs Redis 7.
 type DoneMarks struct {
 	Redis  redis.Cmdable
 	Prefix string
 }
 
-// IDTTL is how long a worked task is remembered by id.
+// IDTTL is how long a worked task is remembered.
 const IDTTL = 15 * time.Minute
 
-func (m *DoneMarks) key(topic string, partition int32) string {
-	return m.Prefix + "wh:done:" + topic + ":" + strconv.Itoa(int(partition))
+// markDone is the mark of a task whose outcome is recorded.
+const markDone = "done"
+
+func (m *DoneMarks) key(t schemas.DeliveryTask) string {
+	return m.Prefix + "wh:task:" + t.DeliveryID.String() + ":" + strconv.Itoa(t.Run) + ":" + strconv.Itoa(t.Attempt)
 }
 
-func (m *DoneMarks) idKey(t schemas.DeliveryTask) string {
-	return m.Prefix + "wh:did:" + t.DeliveryID.String() + ":" + strconv.Itoa(t.Run) + ":" + strconv.Itoa(t.Attempt)
+// recordMark names the record at offset of topic's partition in a claim.
+func recordMark(topic string, partition int32, offset int64) string {
+	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
 }
 
-// Done reports whether the record at offset, or the same task, was worked.
-func (m *DoneMarks) Done(ctx context.Context, topic string, partition int32, offset int64, t schemas.DeliveryTask) bool {
-	score := m.Redis.ZScore(ctx, m.key(topic, partition), strconv.FormatInt(offset, 10))
-	seen := m.Redis.Exists(ctx, m.idKey(t))
-	return score.Err() == nil || seen.Val() > 0
-}
-
-// Mark records that the record at offset was worked and its task
-// attempted. It reports whether Redis took both.
-func (m *DoneMarks) Mark(ctx context.Context, topic string, partition int32, offset int64, task schemas.DeliveryTask) error {
-	return firstErr([]redis.Cmder{
-		m.Redis.ZAdd(ctx, m.key(topic, partition), redis.Z{Score: float64(offset), Member: strconv.FormatInt(offset, 10)}),
-		m.Redis.Set(ctx, m.idKey(task), 1, IDTTL),
-	})
-}
-
-// MarkOffsets records that the jobs' records were worked.
-func (m *DoneMarks) MarkOffsets(ctx context.Context, jobs []job) {
-	cmds := make([]redis.Cmder, len(jobs))
-	for i, j := range jobs {
-		cmds[i] = m.Redis.ZAdd(ctx, m.key(j.tp.topic, j.tp.partition), redis.Z{Score: float64(j.offset), Member: strconv.FormatInt(j.offset, 10)})
+// Claim reports whether the record at offset should attempt its task t: it
+// claims the task when no record has, and answers true for the claimant.
+func (m *DoneMarks) Claim(ctx context.Context, topic string, partition int32, offset int64, t schemas.DeliveryTask) bool {
+	me := recordMark(topic, partition, offset)
+	held, err := m.Redis.SetArgs(ctx, m.key(t), me, redis.SetArgs{Mode: "NX", Get: true, TTL: IDTTL}).Result()
+	if err != nil {
+		return true // claimed now (redis.Nil: no mark was there), or no Redis
 	}
-	_ = firstErr(cmds)
+	return held == me
 }
 
-// firstErr waits for cmds and returns the first error.
-func firstErr(cmds []redis.Cmder) error {
-	var first error
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// Forget drops the marks below a committed offset.
-func (m *DoneMarks) Forget(ctx context.Context, topic string, partition int32, committed int64) {
-	_ = m.Redis.ZRemRangeByScore(ctx, m.key(topic, partition), "-inf", "("+strconv.FormatInt(committed, 10)).Err()
+// Done marks t done once its outcome is recorded.
+func (m *DoneMarks) Done(ctx context.Context, t schemas.DeliveryTask) error {
+	return m.Redis.Set(ctx, m.key(t), markDone, IDTTL).Err()
 }

@@ -1,0 +1,88 @@
+package delivery
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/schemas"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestDoneMarksLetEachTaskBeAttemptedOnce plays the records that can carry
+// one task, on the pipelined client the sender uses: a record read again
+// attempts its task until the outcome is marked done; a second record
+// carrying the same task (a redone fan-out or deferral) never does.
+func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
+	ctx := context.Background()
+	opt, err := redis.ParseURL(testenv.RedisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	pipelined, err := client.AsyncAutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pipelined.Close() })
+	marks := &DoneMarks{Redis: pipelined, Prefix: "podtest:" + testenv.RandomSuffix() + ":"}
+
+	const topic = "pod.webhook.deliveries"
+	type read struct {
+		partition int32
+		offset    int64
+		done      bool // the outcome is recorded after this read's attempt
+	}
+	for _, tc := range []struct {
+		name  string
+		reads []read
+		want  []bool // attempted, per read
+	}{
+		{"a task's first record attempts it",
+			[]read{{3, 10, true}}, []bool{true}},
+		{"a record read again after its outcome was recorded skips the task",
+			[]read{{3, 10, true}, {3, 10, false}}, []bool{true, false}},
+		{"a record read again before its outcome was recorded attempts the task again",
+			[]read{{3, 10, false}, {3, 10, true}, {3, 10, false}}, []bool{true, true, false}},
+		{"a second record of a task done skips it",
+			[]read{{3, 10, true}, {3, 42, false}}, []bool{true, false}},
+		{"a second record of a task another record claimed skips it, and the first still attempts it",
+			[]read{{3, 10, false}, {3, 42, false}, {3, 10, true}, {3, 42, false}}, []bool{true, false, true, false}},
+		{"the same offset of another partition is another record",
+			[]read{{3, 10, false}, {4, 10, false}}, []bool{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 2}
+			t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
+			for i, r := range tc.reads {
+				got := marks.Claim(ctx, topic, r.partition, r.offset, task)
+				if got != tc.want[i] {
+					t.Fatalf("read %d (partition %d, offset %d): attempted %v, want %v", i+1, r.partition, r.offset, got, tc.want[i])
+				}
+				if got && r.done {
+					if err := marks.Done(ctx, task); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if ttl := client.TTL(ctx, marks.key(task)).Val(); ttl <= 0 || ttl > IDTTL {
+				t.Errorf("the mark's time to live is %v, want at most %v", ttl, IDTTL)
+			}
+		})
+	}
+
+	t.Run("without Redis every record attempts its task", func(t *testing.T) {
+		down := redis.NewClient(&redis.Options{Addr: testenv.FreeAddr(t), MaxRetries: -1})
+		t.Cleanup(func() { _ = down.Close() })
+		m := &DoneMarks{Redis: down, Prefix: marks.Prefix}
+		task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
+		for i := range 2 {
+			if !m.Claim(ctx, topic, 0, 5, task) {
+				t.Fatalf("read %d skipped its task with Redis away", i+1)
+			}
+			_ = m.Done(ctx, task)
+		}
+	})
+}
