@@ -9,6 +9,9 @@
 //
 // Without --target it builds podsvc, starts it on a fresh database, data
 // directory and Redis prefix, and removes them afterwards (unless --keep).
+// That podsvc pushes orders to a store platform podbench serves (the
+// service's simulator), as the webhooks go to podbench's receiver: the
+// outside world's work is not counted as the service's.
 // Fault runs (--fault-at with --fault-kill9 or --fault-cmd) are scripted in
 // deploy/faults/.
 package main

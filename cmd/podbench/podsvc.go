@@ -83,8 +83,9 @@ func withDatabase(u, name string) (string, error) {
 }
 
 // newPodsvc prepares (but does not start) a podsvc of its own: builds the
-// binary unless one is given, creates the database.
-func newPodsvc(ctx context.Context, o options, run string, allowTargets []string) (*podsvc, error) {
+// binary unless one is given, creates the database. It pushes orders to
+// the store platform at platformURL.
+func newPodsvc(ctx context.Context, o options, run string, allowTargets []string, platformURL string) (*podsvc, error) {
 	tmp, err := os.MkdirTemp("", "podbench-"+run+"-")
 	if err != nil {
 		return nil, err
@@ -137,6 +138,7 @@ func newPodsvc(ctx context.Context, o options, run string, allowTargets []string
 		"POD_RATE_LIMIT":            "1000000",
 		"POD_RATE_BURST":            "1000000",
 		"POD_WEBHOOK_ALLOW_TARGETS": strings.Join(allowTargets, ","),
+		"POD_PLATFORM_URL":          platformURL,
 		"KAFKA_BROKERS":             strings.Join(p.kafkaBrokers, ","),
 		"POD_KAFKA_TOPIC_PREFIX":    p.kafkaPrefix,
 		"POD_KAFKA_GROUP_PREFIX":    p.kafkaPrefix,

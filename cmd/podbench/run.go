@@ -53,7 +53,13 @@ func run(ctx context.Context, o options) int {
 	var svcs []*podsvc // started here: the first, then its replicas
 	code := exitSetup  // what the deferred clean-up sees
 	if target == "" {
-		svc, err := newPodsvc(ctx, o, runID, allow)
+		plat, err := startPlatform()
+		if err != nil {
+			say("store platform: %v", err)
+			return exitSetup
+		}
+		defer plat.close()
+		svc, err := newPodsvc(ctx, o, runID, allow, plat.url)
 		if svc != nil {
 			svcs = append(svcs, svc)
 			// Replicas first, the first podsvc last: it drops what they share.
