@@ -97,3 +97,10 @@ func (b *Bus) undecided(d Decision, err error) (Decision, error) {
 func (b *Bus) Await(ctx context.Context, commandID uuid.UUID, wait time.Duration) (Decision, error) {
 	return b.undecided(pgnotify.Await(ctx, b.Notify, NotifyDecided, commandID.String(), wait, b.announcement(commandID)))
 }
+
+// AwaitSubscribed waits for the decision of a command sent after wake was
+// subscribed (Notify.Subscribe(NotifyDecided, the command's id)), so the
+// decision cannot have been missed: it reads the announcements only.
+func (b *Bus) AwaitSubscribed(ctx context.Context, wake <-chan string, commandID uuid.UUID, wait time.Duration) (Decision, error) {
+	return b.undecided(pgnotify.AwaitSubscribed(ctx, wake, wait, b.announcement(commandID)))
+}

@@ -17,11 +17,18 @@ const PushQueue = "push"
 
 // Steps of a push job: what its worker does next.
 const (
-	StepStart     = "start"      // send start_push for Attempt
+	StepStart     = "start"      // send start_push for Attempt; once it is decided, the call
 	StepCall      = "call"       // call the platform for Attempt, send complete_push or fail_push
 	StepAutoRetry = "auto_retry" // send auto_retry for Attempt (due after the retry delay)
 	StepParked    = "parked"     // failed for good until a manual retry; never due
 )
+
+// CallTakeover is how long after its start_push was decided a push's call
+// step comes due. The worker that sent start_push waits for the decision
+// and makes the call itself, so the call needs no lease of its own; the
+// step is due only for the case that this worker stopped before the
+// outcome was decided, and then any worker takes it over.
+const CallTakeover = 2 * time.Minute
 
 // PlatformOrder is the body of an order sent to the store platform.
 type PlatformOrder struct {
@@ -74,7 +81,7 @@ func (o *orderRow) pushEffect(ev schemas.Event, created *schemas.OrderDetails, r
 		}
 		o.putJob(j)
 	case schemas.StatusProcessing:
-		o.putJob(jobs.Job{ID: id, Step: StepCall, Attempt: s.PushAttempts, DueAt: ev.OccurredAt})
+		o.putJob(jobs.Job{ID: id, Step: StepCall, Attempt: s.PushAttempts, DueAt: ev.OccurredAt.Add(CallTakeover)})
 	case schemas.StatusFailed:
 		if n := s.AutoRetries; n < len(retryDelays) && n < MaxAutoRetries {
 			o.putJob(jobs.Job{ID: id, Step: StepAutoRetry, Attempt: s.PushAttempts, DueAt: ev.OccurredAt.Add(retryDelays[n])})

@@ -22,14 +22,17 @@ import (
 )
 
 // Worker works the push jobs the order decider keeps (order.PushQueue).
-// A push is one job that moves through its steps: start (send start_push),
-// call (call the platform with no transaction open, send complete_push or
-// fail_push), auto_retry (send auto_retry once its delay passed). The
-// decider moves the job to its next step in the transaction that decides
-// the command, so the worker only leases jobs and sends commands; every
-// command id derives from the job's order, step and attempt, so a step
-// worked twice (a lease that ran out, a crash) sends a command the decider
-// already decided, and a call made twice uses the same idempotency key.
+// A push is one job that moves through its steps: start (send start_push,
+// and once it is decided call the platform with no transaction open, send
+// complete_push or fail_push), auto_retry (send auto_retry once its delay
+// passed). The decider moves the job to its next step in the transaction
+// that decides the command, so the worker only leases jobs and sends
+// commands. The call step the decider puts after start_push comes due only
+// order.CallTakeover later: it is the call of a worker that stopped, taken
+// over. Every command id derives from the job's order, step and attempt,
+// so a step worked twice (a lease that ran out, a crash) sends a command
+// the decider already decided, and a call made twice uses the same
+// idempotency key.
 type Worker struct {
 	Pool     *pgxpool.Pool
 	Producer *kgo.Client
@@ -55,6 +58,10 @@ const (
 	idlePoll = 500 * time.Millisecond
 	// produceWait bounds the produce of a claim's commands.
 	produceWait = 10 * time.Second
+	// startWait bounds the wait for a start_push's decision. A decision
+	// later than that leaves the call to the takeover (order.CallTakeover),
+	// well before which this worker has given up.
+	startWait = 30 * time.Second
 )
 
 type call struct {
@@ -62,6 +69,15 @@ type call struct {
 	push   order.PushJob
 	domain string
 	known  bool // the store exists
+}
+
+// started is a call that waits for its start_push to be decided: wake is
+// the decision's announcement, subscribed before the command was sent.
+type started struct {
+	call
+	command uuid.UUID
+	wake    <-chan string
+	stop    func()
 }
 
 // Run works jobs until ctx ends.
@@ -91,7 +107,9 @@ func (w *Worker) Run(ctx context.Context) {
 			}
 		}()
 	}
-	defer func() { close(calls); wg.Wait() }()
+	var starts sync.WaitGroup // before the calls close: a start may still hand its call over
+	defer func() { starts.Wait(); close(calls); wg.Wait() }()
+	bus := &order.Bus{Pool: w.Pool, Notify: w.Notify}
 	for ctx.Err() == nil {
 		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
 			// While every leased call is still in flight, claim again as
@@ -106,34 +124,52 @@ func (w *Worker) Run(ctx context.Context) {
 				}
 				free = cap(room) - len(room)
 			}
-			leased, err := w.claim(ctx, min(free, claimSize))
+			leased, waiting, err := w.claim(ctx, min(free, claimSize))
 			if err != nil && ctx.Err() == nil {
 				w.Log.Warn("claiming push jobs failed; retrying", "err", err)
+			}
+			for _, st := range waiting {
+				starts.Add(1)
+				go func() {
+					defer starts.Done()
+					if w.decided(ctx, bus, st) {
+						room <- struct{}{}
+						calls <- st.call
+					}
+				}()
 			}
 			for _, c := range leased {
 				room <- struct{}{}
 				calls <- c
 			}
-			return err == nil && len(leased) > 0, err
+			return err == nil && len(leased)+len(waiting) > 0, err
 		})
 	}
 }
 
 // claim leases up to n due jobs. It sends the commands of start and
 // auto_retry steps before the lease commits (a crash leaves them due, to
-// be sent again) and returns the calls to make.
-func (w *Worker) claim(ctx context.Context, n int) ([]call, error) {
+// be sent again) and returns the calls to make now and those to make once
+// their start_push is decided.
+func (w *Worker) claim(ctx context.Context, n int) (calls []call, waiting []started, err error) {
 	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	leased, err := jobs.Claim(ctx, tx, order.PushQueue, n, lease)
 	if err != nil || len(leased) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
+	var subscribed []started // their subscriptions end with the claim unless it commits
+	defer func() {
+		if err != nil {
+			for _, st := range subscribed {
+				st.stop()
+			}
+		}
+	}()
 	var recs []*kgo.Record
-	var calls []call
 	var stores []uuid.UUID
 	for _, j := range leased {
 		var cmd order.Command
@@ -143,13 +179,8 @@ func (w *Worker) claim(ctx context.Context, n int) ([]call, error) {
 		case order.StepAutoRetry:
 			cmd = order.Command{Kind: order.KindAutoRetry, Attempt: j.Attempt}
 		case order.StepCall:
-			c := call{job: j}
-			if err := codec.Unmarshal(j.Payload, &c.push); err != nil {
-				// Not a payload this worker can push: the order fails, with why.
-				c.push.Order.OrderID = j.ID
-			}
-			calls = append(calls, c)
-			stores = append(stores, c.push.StoreID)
+			calls = append(calls, newCall(j))
+			stores = append(stores, calls[len(calls)-1].push.StoreID)
 			continue
 		default:
 			w.Log.Error("push job in an unknown step; leaving it", "order", j.ID, "step", j.Step)
@@ -158,9 +189,15 @@ func (w *Worker) claim(ctx context.Context, n int) ([]call, error) {
 		cmd.ID, cmd.OrderID = order.JobCommandID(j.ID, cmd.Kind, j.Attempt), j.ID
 		rec, err := order.Record(w.Naming, cmd)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		recs = append(recs, rec)
+		if cmd.Kind == order.KindStartPush {
+			st := started{call: newCall(j), command: cmd.ID}
+			st.wake, st.stop = w.Notify.Subscribe(order.NotifyDecided, cmd.ID.String())
+			subscribed = append(subscribed, st)
+			stores = append(stores, st.push.StoreID)
+		}
 	}
 	if len(recs) > 0 {
 		// The claim's transaction holds its job rows (which the decider
@@ -170,19 +207,54 @@ func (w *Worker) claim(ctx context.Context, n int) ([]call, error) {
 		err := w.Producer.ProduceSync(pctx, recs...).FirstErr()
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("send push commands: %w", err)
+			return nil, nil, fmt.Errorf("send push commands: %w", err)
 		}
 	}
-	if len(calls) > 0 {
+	if len(stores) > 0 {
 		shops, err := w.Shops(ctx, stores)
 		if err != nil {
-			return nil, fmt.Errorf("shop domains: %w", err)
+			return nil, nil, fmt.Errorf("shop domains: %w", err)
 		}
 		for i := range calls {
 			calls[i].domain, calls[i].known = shops[calls[i].push.StoreID]
 		}
+		for i := range subscribed {
+			subscribed[i].domain, subscribed[i].known = shops[subscribed[i].push.StoreID]
+		}
 	}
-	return calls, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, err
+	}
+	return calls, subscribed, nil
+}
+
+// newCall is the call of job j, whose payload says what to push.
+func newCall(j jobs.Job) call {
+	c := call{job: j}
+	if err := codec.Unmarshal(j.Payload, &c.push); err != nil {
+		// Not a payload this worker can push: the order fails, with why.
+		c.push.Order.OrderID = j.ID
+	}
+	return c
+}
+
+// decided waits for st's start_push to be decided and reports whether the
+// order is now PROCESSING, its call this worker's to make. A refusal (the
+// order was cancelled first) leaves nothing to do; no decision in time
+// leaves the call to its takeover.
+func (w *Worker) decided(ctx context.Context, bus *order.Bus, st started) bool {
+	defer st.stop()
+	d, err := bus.AwaitSubscribed(ctx, st.wake, st.command, startWait)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			w.Log.Warn("start of a push not decided in time; its call is taken over later", "order", st.job.ID, "err", err)
+		}
+		return false
+	case !d.Accepted() || d.Status != schemas.StatusProcessing:
+		return false
+	}
+	return true
 }
 
 // call pushes one order to the platform (the client retries transient

@@ -300,6 +300,46 @@ func TestCancelRacingPush(t *testing.T) {
 	checkStoreQueues(t, d)
 }
 
+// TestACallLeftByAStoppedPusherIsTakenOver: the pusher that sends a
+// push's start_push makes the call once it is decided. One that stops in
+// between leaves the call step, due order.CallTakeover later, to any other
+// pusher. Here the start is sent as a pusher would, no pusher runs, the
+// takeover time is brought forward, and a pusher started then pushes the
+// order once.
+func TestACallLeftByAStoppedPusherIsTakenOver(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	o := create(t, d.client, tshirtOrder(v.VariantID, "taken-over", 1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bus := &order.Bus{Producer: d.app.Producer, Pool: d.app.Pool, Notify: d.app.Notify, Naming: d.app.Naming}
+	start := order.Command{ID: order.JobCommandID(o.OrderID, order.KindStartPush, 1), Kind: order.KindStartPush, OrderID: o.OrderID}
+	dec, err := bus.Decide(ctx, start, 20*time.Second)
+	if err != nil || !dec.Accepted() || dec.Status != schemas.StatusProcessing {
+		t.Fatalf("start_push: %+v, %v", dec, err)
+	}
+	var step string
+	var wait time.Duration
+	if err := d.app.Pool.QueryRow(ctx, `SELECT step, due_at - now() FROM jobs WHERE queue = $1 AND id = $2`,
+		order.PushQueue, o.OrderID).Scan(&step, &wait); err != nil {
+		t.Fatal(err)
+	}
+	if step != order.StepCall || wait < order.CallTakeover/2 {
+		t.Fatalf("after the start the job is at step %s, due in %s; want %s, due in about %s", step, wait, order.StepCall, order.CallTakeover)
+	}
+	if _, err := d.app.Pool.Exec(ctx, `UPDATE jobs SET due_at = now() WHERE queue = $1 AND id = $2`, order.PushQueue, o.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	peer, _ := d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RolePusher} })
+	got := d.waitStatus(t, d.client, o.OrderID, "SUCCESS")
+	if n := peer.Simulator.Orders(d.store(t, "ACTIVE").ShopDomain); n != 1 || got.PlatformOrderID == nil {
+		t.Fatalf("the platform received %d orders (platform id %v), want 1", n, got.PlatformOrderID)
+	}
+	if len(got.DeliveryAttempts) != 1 {
+		t.Fatalf("%d push attempts, want 1: %+v", len(got.DeliveryAttempts), got.DeliveryAttempts)
+	}
+}
+
 func TestConcurrentCreatesOneReference(t *testing.T) {
 	d := startDemo(t, noPusher)
 	// A second instance on the same database and broker.
