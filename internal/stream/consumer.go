@@ -537,23 +537,30 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 	// (nor returned) a second time.
 	claim := func(keys []tp, next []int64) error {
 		topics, parts := keyColumns(keys)
-		rows, err := tx.Query(ctx, `WITH l AS MATERIALIZED (
+		b := &pgx.Batch{}
+		// Planned once per connection: planning this statement each time
+		// (the connections' force_custom_plan) cost more than running it,
+		// and a table of a few rows per consumer needs no plan fitted to
+		// the arguments. The setting returns to the connection's own after
+		// the statement, for the handler's.
+		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
+		b.Queue(`WITH l AS MATERIALIZED (
 				SELECT s.topic, s.partition, s.next_offset, k.next FROM consumer_offsets s
 				JOIN unnest($2::text[], $3::int[], $4::bigint[]) AS k(topic, partition, next) ON s.topic = k.topic AND s.partition = k.partition
 				WHERE s.consumer = $1 ORDER BY s.topic, s.partition FOR UPDATE OF s)
 			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), updated_at = now()
 			FROM l WHERE o.consumer = $1 AND o.topic = l.topic AND o.partition = l.partition
-			RETURNING l.topic, l.partition, l.next_offset`, consumer, topics, parts, next)
-		if err != nil {
+			RETURNING l.topic, l.partition, l.next_offset`, consumer, topics, parts, next).Query(func(rows pgx.Rows) error {
+			var k tp
+			var off int64
+			_, err := pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &off}, func() error {
+				stored[k] = off
+				return nil
+			})
 			return err
-		}
-		var k tp
-		var off int64
-		_, err = pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &off}, func() error {
-			stored[k] = off
-			return nil
 		})
-		return err
+		b.Queue(`RESET plan_cache_mode`)
+		return tx.SendBatch(ctx, b).Close()
 	}
 	err := claim(keys, next)
 	if err == nil && len(stored) < len(keys) {

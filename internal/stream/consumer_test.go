@@ -392,3 +392,39 @@ func (h *fetchedHook) OnFetchRecordBuffered(r *kgo.Record) {
 		h.once.Do(func() { close(h.seen) })
 	}
 }
+
+// TestTheHandlerPlansWithTheConnectionsOwnSetting: the offsets claim plans
+// its statement once per connection (plan_cache_mode set for it alone);
+// the handler that runs after it in the same transaction plans as the
+// connection was configured to.
+func TestTheHandlerPlansWithTheConnectionsOwnSetting(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	var own string
+	if err := f.pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&own); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	c := Consumer{Name: "test.plans", Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+		var mode string
+		err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode)
+		seen = append(seen, mode)
+		return nil, err
+	}}
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
+	logStart := func(context.Context, string, int32) (int64, error) { return 0, nil }
+	for i := range 3 { // the first batch creates the offset rows and claims twice
+		recs := []*kgo.Record{{Topic: topic, Partition: int32(i % 2), Offset: int64(i / 2), Value: []byte("a")}}
+		if _, err := runner.apply(ctx, c, logStart, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, mode := range seen {
+		if mode != own {
+			t.Errorf("batch %d: the handler planned with plan_cache_mode %s, the connection's is %s", i+1, mode, own)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("the handler ran %d times, want 3", len(seen))
+	}
+}
