@@ -229,41 +229,38 @@ func TestPendingQueueAndCancel(t *testing.T) {
 	}
 }
 
-// TestCancelRacingPush: cancel and push never both win. Orders are created
-// in a burst (one store pushes one order at a time, so a queue forms) and
-// each is cancelled at once, racing its push.
+// TestCancelRacingPush: cancel and push never both win. Orders wait with
+// no pusher running; then a pusher starts while the orders are cancelled
+// one after another, so the cancels sent before it claims the orders win,
+// those sent after lose, and those in between race its start_push.
 func TestCancelRacingPush(t *testing.T) {
-	d := startDemo(t, fastPushes)
+	d := startDemo(t, noPusher, fastPushes)
 	v := d.variant(t, "ACTIVE", "tshirt")
-	const n = 30
+	const n = 40
 	type result struct {
 		id     uuid.UUID
 		status int
 		body   []byte
 	}
 	results := make([]result, n)
-	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, fmt.Sprintf("race-cancel-%d", i), 1))
-			if r.Status != 201 {
-				t.Errorf("create: %d %s", r.Status, r.Body)
-				return
-			}
-			var o orderrm.Order
-			r.JSON(t, &o)
-			c := d.client.Do("POST", "/v1/orders/pod/"+o.OrderID.String()+"/cancel", nil)
-			results[i] = result{o.OrderID, c.Status, c.Body}
-		}()
+		results[i].id = create(t, d.client, tshirtOrder(v.VariantID, fmt.Sprintf("race-cancel-%d", i), 1)).OrderID
 	}
-	wg.Wait()
-	cancelled, pushed := 0, 0
+	cancelled := make(chan struct{})
+	go func() {
+		defer close(cancelled)
+		for i := range results {
+			c := d.client.Do("POST", "/v1/orders/pod/"+results[i].id.String()+"/cancel", nil)
+			results[i].status, results[i].body = c.Status, c.Body
+		}
+	}()
+	peer, _ := d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RolePusher} })
+	<-cancelled
+	cancels, pushed := 0, 0
 	for _, r := range results {
 		switch r.status {
 		case 200:
-			cancelled++
+			cancels++
 		case 409:
 			pushed++
 			if !strings.Contains(string(r.body), schemas.CodeInvalidOrderState) {
@@ -293,10 +290,10 @@ func TestCancelRacingPush(t *testing.T) {
 			d.waitStatus(t, d.client, r.id, "SUCCESS")
 		}
 	}
-	if n := d.app.Simulator.Orders(d.store(t, "ACTIVE").ShopDomain); n != pushed {
+	if n := peer.Simulator.Orders(d.store(t, "ACTIVE").ShopDomain); n != pushed {
 		t.Fatalf("the platform received %d orders, %d were not cancelled", n, pushed)
 	}
-	t.Logf("cancel won %d times, push won %d times", cancelled, pushed)
+	t.Logf("cancel won %d times, push won %d times", cancels, pushed)
 	checkStoreQueues(t, d)
 }
 
