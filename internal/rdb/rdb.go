@@ -1,6 +1,7 @@
-// Package rdb opens the Redis client. Redis holds counters only (rate limits,
-// duplicate hashes, failure streaks); the service degrades, never fails, when
-// Redis is away.
+// Package rdb opens the Redis client. Redis holds counters and marks only
+// (rate limits, duplicate hashes, failure streaks, the webhook sender's
+// claims and done marks); the service degrades, never fails, when Redis is
+// away.
 package rdb
 
 import (
