@@ -13,7 +13,8 @@ import (
 // TestDoneMarksLetEachTaskBeAttemptedOnce plays the records that can carry
 // one task, on the pipelined client the sender uses: a record read again
 // attempts its task until the outcome is marked done; a second record
-// carrying the same task (a redone fan-out or deferral) never does.
+// carrying the same task (a redone fan-out or deferral) never does; a
+// record deferred to a retry tier hands its claim to its copy there.
 func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 	ctx := context.Background()
 	opt, err := redis.ParseURL(testenv.RedisURL())
@@ -69,6 +70,43 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 			}
 			if ttl := client.TTL(ctx, marks.key(task)).Val(); ttl <= 0 || ttl > IDTTL {
 				t.Errorf("the mark's time to live is %v, want at most %v", ttl, IDTTL)
+			}
+		})
+	}
+
+	const tier = "pod.webhook.retry.1m"
+	for _, tc := range []struct {
+		name    string
+		claimer int64 // offset of the record that claims first; -1: none
+		done    bool  // that record's outcome is recorded
+		want    bool  // the copy on the tier attempts the task
+	}{
+		{"a deferred record whose earlier reading claimed the task hands the claim to its copy", 10, false, true},
+		{"a deferred record no one claimed for leaves its copy free to claim", -1, false, true},
+		{"a deferred record leaves another record's claim where it is", 42, false, false},
+		{"a deferred record of a task done leaves it done", 10, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
+			t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
+			if tc.claimer >= 0 {
+				if !marks.Claim(ctx, topic, 3, tc.claimer, task) {
+					t.Fatal("the first claim was refused")
+				}
+				if tc.done {
+					if err := marks.Done(ctx, task); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := marks.Move(ctx, task, topic, 3, 10, tier, 3, 7); err != nil {
+				t.Fatal(err)
+			}
+			if got := marks.Claim(ctx, tier, 3, 7, task); got != tc.want {
+				t.Fatalf("the copy on the tier attempted %v, want %v", got, tc.want)
+			}
+			if tc.claimer == 10 && !tc.done && marks.Claim(ctx, topic, 3, 10, task) {
+				t.Fatal("the deferred record still attempts the task it handed over")
 			}
 		})
 	}

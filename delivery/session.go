@@ -11,6 +11,7 @@ import (
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
+	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -544,7 +545,10 @@ func (ss *session) done(j job, err error) {
 // times out would otherwise cycle its whole backlog through the first tier).
 // A deferral done again (its records read again after a crash) puts the
 // tasks on the tier twice; their done marks let one copy of each be
-// attempted.
+// attempted. A task claimed by a deferred record (its earlier reading's
+// attempt was cut short) has its claim handed to its copy on the tier,
+// retried while Redis is away; a deferral cut short by shutdown before
+// that is done leaves its records unfinished, for their next reading.
 func (ss *session) deferJobs(jobs []job, drain time.Duration) {
 	defer ss.wg.Done()
 	tier := DeferTier(ss.s.Delays, drain)
@@ -562,6 +566,16 @@ func (ss *session) deferJobs(jobs []job, drain time.Duration) {
 	}
 	if err == nil {
 		err = ss.s.record(ss.ctx, recs...)
+	}
+	for i := 0; err == nil && i < len(jobs); i++ {
+		j, r := jobs[i], recs[i] // r's partition and offset are set by the produce
+		err = retry.Do(ss.ctx, retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond)), func(ctx context.Context) error {
+			if err := ss.s.Marks.Move(ctx, j.task, j.tp.topic, j.tp.partition, j.offset, r.Topic, r.Partition, r.Offset); err != nil {
+				ss.s.Log.Warn("handing a deferred task's claim to its copy failed; retrying", "delivery", j.task.DeliveryID, "err", err)
+				return retry.RetryableError(err)
+			}
+			return nil
+		})
 	}
 	for _, j := range jobs {
 		if err == nil {

@@ -2,8 +2,10 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -117,7 +119,13 @@ func (s *Streaks) Counts(ctx context.Context, ids []uuid.UUID, gens []int) ([]in
 type DoneMarks struct {
 	Redis  redis.Cmdable
 	Prefix string
+	Log    *slog.Logger // claims that fail, at most one warning per ClaimWarnEvery
+
+	lastWarn atomic.Int64 // unix nanos of the last warning
 }
+
+// ClaimWarnEvery spaces the warnings of failing claims.
+const ClaimWarnEvery = 10 * time.Second
 
 // IDTTL is how long a worked task is remembered.
 const IDTTL = 15 * time.Minute
@@ -139,10 +147,42 @@ func recordMark(topic string, partition int32, offset int64) string {
 func (m *DoneMarks) Claim(ctx context.Context, topic string, partition int32, offset int64, t schemas.DeliveryTask) bool {
 	me := recordMark(topic, partition, offset)
 	held, err := m.Redis.SetArgs(ctx, m.key(t), me, redis.SetArgs{Mode: "NX", Get: true, TTL: IDTTL}).Result()
-	if err != nil {
-		return true // claimed now (redis.Nil: no mark was there), or no Redis
+	switch {
+	case errors.Is(err, redis.Nil):
+		return true // no mark was there: claimed now
+	case err != nil:
+		// No Redis, or one older than 7: every record is worked, and a task
+		// read twice is attempted twice.
+		if now := time.Now().UnixNano(); m.Log != nil && now-m.lastWarn.Load() > int64(ClaimWarnEvery) {
+			m.lastWarn.Store(now)
+			m.Log.Warn("claiming delivery tasks failed; attempting them unclaimed (Redis unavailable, or older than 7)", "err", err)
+		}
+		return true
 	}
 	return held == me
+}
+
+// moveClaim hands a task's claim from one record to another, and only if
+// the first holds it.
+var moveClaim = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then
+	return redis.call("SET", KEYS[1], ARGV[2], "KEEPTTL")
+end
+return false`)
+
+// Move hands t's claim, if the record at offset of topic's partition holds
+// it, to the record at toOffset of toTopic's partition: a task deferred to
+// a retry tier (never attempted by this record, but perhaps claimed by its
+// earlier reading, whose attempt was cut short) is then attempted by its
+// copy on the tier, which would otherwise find another record's claim and
+// skip it. A claim held by another record, or done, stays.
+func (m *DoneMarks) Move(ctx context.Context, t schemas.DeliveryTask, topic string, partition int32, offset int64,
+	toTopic string, toPartition int32, toOffset int64) error {
+	err := moveClaim.Run(ctx, m.Redis, []string{m.key(t)},
+		recordMark(topic, partition, offset), recordMark(toTopic, toPartition, toOffset)).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil // not this record's claim
+	}
+	return err
 }
 
 // Done marks t done once its outcome is recorded.

@@ -338,7 +338,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) error {
 		Brokers:  a.Brokers,
 		HTTP:     a.Guard.Client(cfg.WebhookTimeout, cfg.WebhookConcurrency),
 		Streaks:  a.Streaks,
-		Marks:    &delivery.DoneMarks{Redis: marks, Prefix: cfg.RedisPrefix},
+		Marks:    &delivery.DoneMarks{Redis: marks, Prefix: cfg.RedisPrefix, Log: a.Log.With("component", "delivery")},
 		Disable: func(ctx context.Context, id, account uuid.UUID, gen int) error {
 			return webhook.Send(ctx, a.Producer, a.Naming, webhook.Command{ID: uuid.NewSHA1(id, fmt.Appendf(nil, "auto-disable/%d", gen)),
 				Kind: webhook.KindDisable, AccountID: account, WebhookID: id, Gen: gen, Reason: webhook.ReasonTooManyFailures})
