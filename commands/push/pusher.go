@@ -62,6 +62,13 @@ const (
 	// later than that leaves the call to the takeover (order.CallTakeover),
 	// well before which this worker has given up.
 	startWait = 30 * time.Second
+	// callBudget is more than a platform call can take (the client's four
+	// attempts of up to 10 s and the waits between them). A call starts
+	// only while its job stays leased that long: the lease's end for a
+	// call step, and for a start, the start's lease end, which the
+	// takeover's due time never precedes. So a call is never still in
+	// flight when another worker may lease the job and call again.
+	callBudget = time.Minute
 )
 
 type call struct {
@@ -88,8 +95,10 @@ func (w *Worker) Run(ctx context.Context) {
 	wake, stop := w.Notify.Subscribe(jobs.Notify, order.PushQueue)
 	defer stop()
 	calls := make(chan call)
-	room := make(chan struct{}, 4*w.Calls) // calls leased and not yet done
-	freed := make(chan struct{}, 1)        // a call is done: room to claim again
+	// Pushes leased and not yet done: starts waiting for their decision,
+	// and calls.
+	room := make(chan struct{}, claimSize+4*w.Calls)
+	freed := make(chan struct{}, 1) // a push is done: room to claim again
 	release := func() {
 		<-room
 		select {
@@ -129,12 +138,14 @@ func (w *Worker) Run(ctx context.Context) {
 				w.Log.Warn("claiming push jobs failed; retrying", "err", err)
 			}
 			for _, st := range waiting {
+				room <- struct{}{} // the claim took no more than the room left
 				starts.Add(1)
 				go func() {
 					defer starts.Done()
 					if w.decided(ctx, bus, st) {
-						room <- struct{}{}
 						calls <- st.call
+					} else {
+						release()
 					}
 				}()
 			}
@@ -199,17 +210,6 @@ func (w *Worker) claim(ctx context.Context, n int) (calls []call, waiting []star
 			stores = append(stores, st.push.StoreID)
 		}
 	}
-	if len(recs) > 0 {
-		// The claim's transaction holds its job rows (which the decider
-		// writes next) while the commands go out: bounded, so Kafka being
-		// away does not hold them, and a snapshot, for longer.
-		pctx, cancel := context.WithTimeout(ctx, produceWait)
-		err := w.Producer.ProduceSync(pctx, recs...).FirstErr()
-		cancel()
-		if err != nil {
-			return nil, nil, fmt.Errorf("send push commands: %w", err)
-		}
-	}
 	if len(stores) > 0 {
 		shops, err := w.Shops(ctx, stores)
 		if err != nil {
@@ -220,6 +220,17 @@ func (w *Worker) claim(ctx context.Context, n int) (calls []call, waiting []star
 		}
 		for i := range subscribed {
 			subscribed[i].domain, subscribed[i].known = shops[subscribed[i].push.StoreID]
+		}
+	}
+	if len(recs) > 0 {
+		// The claim's transaction holds its job rows (which the decider
+		// writes next) while the commands go out: bounded, so Kafka being
+		// away does not hold them, and a snapshot, for longer.
+		pctx, cancel := context.WithTimeout(ctx, produceWait)
+		err := w.Producer.ProduceSync(pctx, recs...).FirstErr()
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("send push commands: %w", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -265,6 +276,11 @@ func (w *Worker) decided(ctx context.Context, bus *order.Bus, st started) bool {
 // again, under the same idempotency key.
 func (w *Worker) call(ctx context.Context, c call, done func()) {
 	j := c.job
+	if time.Until(j.DueAt) < callBudget {
+		w.Log.Warn("push call not started within its lease; left to the job's next lease", "order", j.ID, "due", j.DueAt)
+		done()
+		return
+	}
 	cmd := order.Command{OrderID: j.ID, Attempt: j.Attempt}
 	switch {
 	case c.push.IdempotencyKey == uuid.Nil:
