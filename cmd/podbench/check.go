@@ -115,8 +115,8 @@ type verdict struct {
 	Lost                  int     // accepted orders missing from the read model or without order.created
 	Duplicated            int     // event ids that arrived again after a 2xx, outside a crash window
 	DuplicateDeliveries   int     // the extra arrivals of those
-	RedeliveredAfterCrash int     // event ids answered 2xx before a kill -9 and delivered again after it
-	RedeliveredWindowMs   float64 // the longest time before the crash one of those was first answered
+	RedeliveredAfterCrash int     // event ids the killed podsvc delivered (2xx) and the restarted one again
+	RedeliveredWindowMs   float64 // the longest time before the kill one of those was first answered
 	Unknown               int     // no answer (connection reset, timeout): outcome unknown
 	UnknownCreated        int     // … of which order.created arrived anyway
 	RejectedButCreated    int     // non-201 answers whose order.created arrived (e.g. a 503 after the decision wait)
@@ -130,7 +130,7 @@ type verdict struct {
 
 // check decides lost and duplicated. present is the read model's answer
 // (nil when it could not be read).
-func check(led *ledger, rcv *receiver, present map[string]bool, expect string, crashes []time.Time) verdict {
+func check(led *ledger, rcv *receiver, present map[string]bool, expect string, crashes []crashSpan) verdict {
 	var v verdict
 	led.each(func(o *order) {
 		got, ok := rcv.arrivalsOf(o.seq)
@@ -179,10 +179,14 @@ func check(led *ledger, rcv *receiver, present map[string]bool, expect string, c
 		first := ev.arrivals[0]
 		if c, ok := crashBetween(crashes, first, ev.arrivals[len(ev.arrivals)-1]); ok {
 			v.RedeliveredAfterCrash++
-			v.RedeliveredWindowMs = max(v.RedeliveredWindowMs, float64(c.Sub(first))/float64(time.Millisecond))
+			v.RedeliveredWindowMs = max(v.RedeliveredWindowMs, float64(c.kill.Sub(first))/float64(time.Millisecond))
 			if len(v.RedeliveredExamples) < 5 {
-				v.RedeliveredExamples = append(v.RedeliveredExamples, fmt.Sprintf("%s %s ×%d: first %s before the kill, again %s after it",
-					id, ev.topic, len(ev.arrivals), c.Sub(first).Round(time.Millisecond), ev.arrivals[1].Sub(c).Round(time.Millisecond)))
+				when := c.kill.Sub(first).Round(time.Millisecond).String() + " before the kill"
+				if first.After(c.kill) {
+					when = first.Sub(c.kill).Round(time.Millisecond).String() + " after the kill (in flight)"
+				}
+				v.RedeliveredExamples = append(v.RedeliveredExamples, fmt.Sprintf("%s %s ×%d: first %s, again %s after the restart",
+					id, ev.topic, len(ev.arrivals), when, ev.arrivals[len(ev.arrivals)-1].Sub(c.resume).Round(time.Millisecond)))
 			}
 			continue
 		}
@@ -196,12 +200,15 @@ func check(led *ledger, rcv *receiver, present map[string]bool, expect string, c
 	return v
 }
 
-// crashBetween finds a crash after a and no later than b.
-func crashBetween(crashes []time.Time, a, b time.Time) (time.Time, bool) {
+// crashBetween finds the crash that a repeat of an event first answered
+// at a and last at b spans: the killed process sent the first (a is before
+// the restart; it may be just after the kill, the request in flight) and
+// the restarted one a later one (b is after the restart).
+func crashBetween(crashes []crashSpan, a, b time.Time) (crashSpan, bool) {
 	for _, c := range crashes {
-		if c.After(a) && !c.After(b) {
+		if !c.resume.IsZero() && a.Before(c.resume) && !b.Before(c.resume) {
 			return c, true
 		}
 	}
-	return time.Time{}, false
+	return crashSpan{}, false
 }

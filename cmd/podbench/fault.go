@@ -48,7 +48,7 @@ type faultRun struct {
 	mu       sync.Mutex
 	start    time.Time
 	end      time.Time
-	crashes  []time.Time // kill -9 times
+	crashes  []crashSpan // kill -9s
 	restarts []time.Time // podsvc ready again
 	errs     []error
 	done     chan struct{}
@@ -88,7 +88,7 @@ func (f *faultRun) run(ctx context.Context, loadStart time.Time) {
 			f.fail(fmt.Errorf("kill -9: %w", err))
 		}
 		f.mu.Lock()
-		f.crashes = append(f.crashes, now)
+		f.crashes = append(f.crashes, crashSpan{kill: now})
 		f.mu.Unlock()
 	}
 	if f.plan.cmd != "" {
@@ -109,6 +109,9 @@ func (f *faultRun) run(ctx context.Context, loadStart time.Time) {
 	if f.plan.kill9 {
 		say("fault: starting podsvc again on the same data dir and database")
 		t0 := time.Now()
+		f.mu.Lock()
+		f.crashes[len(f.crashes)-1].resume = t0
+		f.mu.Unlock()
 		if err := f.svc.start(ctx); err != nil {
 			f.fail(fmt.Errorf("restart podsvc: %w", err))
 		} else {
@@ -152,12 +155,20 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
+// crashSpan is a kill -9 of podsvc and the moment it was started again
+// (zero until then). What the killed process sent can arrive until the
+// restart (it was in flight when the process died); only from then on can
+// a process send it again.
+type crashSpan struct {
+	kill, resume time.Time
+}
+
 // faultReport is the fault's timeline.
 type faultReport struct {
 	StartS   float64 // seconds into the measured load
 	EndS     float64
-	Crashes  []time.Time
-	Restarts []time.Time
+	Crashes  []crashSpan
+	Restarts []time.Time // podsvc ready again
 	Errs     []error
 }
 

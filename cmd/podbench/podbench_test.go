@@ -82,6 +82,10 @@ pod_topic_end_offset{partition="0",topic="pod.order.events"} 1000
 	}
 }
 
+// TestCheckClassifiesRepeats: an event repeated by one process is a
+// duplicate; one the killed podsvc delivered (before the kill, or in flight
+// at it) and the restarted one delivered again is a redelivery after the
+// crash.
 func TestCheckClassifiesRepeats(t *testing.T) {
 	led := newLedger("r")
 	o := led.add()
@@ -98,15 +102,19 @@ func TestCheckClassifiesRepeats(t *testing.T) {
 	}
 	rcv.record(env("e1", "order.created"), t0)
 	rcv.record(env("e1", "order.created"), t0.Add(time.Second)) // again, no crash in between
+	crash := crashSpan{kill: t0.Add(2 * time.Second), resume: t0.Add(2500 * time.Millisecond)}
 	rcv.record(env("e2", "order.status_updated"), t0)
 	rcv.record(env("e2", "order.status_updated"), t0.Add(3*time.Second)) // again, across the crash
-	crash := t0.Add(2 * time.Second)
+	rcv.record(env("e3", "order.status_updated"), crash.kill.Add(10*time.Millisecond))
+	rcv.record(env("e3", "order.status_updated"), t0.Add(3*time.Second)) // in flight at the kill, again after the restart
+	rcv.record(env("e4", "order.status_updated"), t0.Add(time.Second))
+	rcv.record(env("e4", "order.status_updated"), crash.kill.Add(10*time.Millisecond)) // twice from the killed process
 	present := map[string]bool{o.orderID: true}
-	v := check(led, rcv, present, "created", []time.Time{crash})
+	v := check(led, rcv, present, "created", []crashSpan{crash})
 	if v.Accepted != 2 || v.Lost != 1 || v.MissingFromReadModel != 1 || v.MissingCreatedWebhook != 1 {
 		t.Errorf("loss: %+v", v)
 	}
-	if v.Duplicated != 1 || v.DuplicateDeliveries != 1 || v.RedeliveredAfterCrash != 1 || v.RedeliveredWindowMs != 2000 {
+	if v.Duplicated != 2 || v.DuplicateDeliveries != 2 || v.RedeliveredAfterCrash != 2 || v.RedeliveredWindowMs != 2000 {
 		t.Errorf("repeats: %+v", v)
 	}
 }

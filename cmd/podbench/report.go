@@ -300,7 +300,7 @@ func buildResult(d runData) result {
 		}
 		for i, c := range d.faults.Crashes {
 			if i < len(d.faults.Restarts) {
-				f.RestartSeconds = append(f.RestartSeconds, round(d.faults.Restarts[i].Sub(c).Seconds(), 2))
+				f.RestartSeconds = append(f.RestartSeconds, round(d.faults.Restarts[i].Sub(c.kill).Seconds(), 2))
 			}
 		}
 		r.Fault = f
