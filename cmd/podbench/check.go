@@ -203,10 +203,11 @@ func check(led *ledger, rcv *receiver, present map[string]bool, expect string, c
 // crashBetween finds the crash that a repeat of an event first answered
 // at a and last at b spans: the killed process sent the first (a is before
 // the restart; it may be just after the kill, the request in flight) and
-// the restarted one a later one (b is after the restart).
+// another process (the restarted one, or a replica that took over) a
+// later one, after the kill.
 func crashBetween(crashes []crashSpan, a, b time.Time) (crashSpan, bool) {
 	for _, c := range crashes {
-		if !c.resume.IsZero() && a.Before(c.resume) && !b.Before(c.resume) {
+		if (c.resume.IsZero() || a.Before(c.resume)) && b.After(c.kill) {
 			return c, true
 		}
 	}

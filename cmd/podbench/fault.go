@@ -156,9 +156,10 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 // crashSpan is a kill -9 of podsvc and the moment it was started again
-// (zero until then). What the killed process sent can arrive until the
-// restart (it was in flight when the process died); only from then on can
-// a process send it again.
+// (zero until then). What the killed process sent can still arrive until
+// the restart (it was in flight when the process died); a repeat after the
+// kill comes from the restarted process or from a replica that took over
+// the killed one's work.
 type crashSpan struct {
 	kill, resume time.Time
 }
