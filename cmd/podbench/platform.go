@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/printpod/pod/commands/push"
-	"github.com/printpod/pod/internal/loopback"
 )
 
 // platform is the store platform a podsvc of podbench's own pushes orders
@@ -17,22 +16,19 @@ import (
 // world's and not as the service's, and so that it outlives a podsvc
 // killed mid-run, as a real platform would.
 type platform struct {
-	sim *push.Simulator
 	srv *http.Server
 	url string
 }
 
+// startPlatform listens at once, in this process, so any free port will
+// do.
 func startPlatform() (*platform, error) {
-	addr, err := loopback.FreeAddr()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	p := &platform{sim: push.NewSimulator(nil), url: "http://" + addr}
-	p.srv = &http.Server{Handler: p.sim, ReadHeaderTimeout: 10 * time.Second}
+	p := &platform{url: "http://" + ln.Addr().String(),
+		srv: &http.Server{Handler: push.NewSimulator(nil), ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
 }
