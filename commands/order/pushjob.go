@@ -18,17 +18,14 @@ const PushQueue = "push"
 // Steps of a push job: what its worker does next.
 const (
 	StepStart     = "start"      // send start_push for Attempt; once it is decided, the call
-	StepCall      = "call"       // call the platform for Attempt, send complete_push or fail_push
 	StepAutoRetry = "auto_retry" // send auto_retry for Attempt (due after the retry delay)
 	StepParked    = "parked"     // failed for good until a manual retry; never due
+	// StepCall (call the platform for Attempt) is no longer written: the
+	// job stays at its start while the order is PROCESSING. Releases
+	// before it put the call step when the start was decided; workers
+	// still work such a job.
+	StepCall = "call"
 )
-
-// CallTakeover is how long after its start_push was decided a push's call
-// step comes due. The worker that sent start_push waits for the decision
-// and makes the call itself, so the call needs no lease of its own; the
-// step is due only for the case that this worker stopped before the
-// outcome was decided, and then any worker takes it over.
-const CallTakeover = 2 * time.Minute
 
 // PlatformOrder is the body of an order sent to the store platform.
 type PlatformOrder struct {
@@ -81,7 +78,10 @@ func (o *orderRow) pushEffect(ev schemas.Event, created *schemas.OrderDetails, r
 		}
 		o.putJob(j)
 	case schemas.StatusProcessing:
-		o.putJob(jobs.Job{ID: id, Step: StepCall, Attempt: s.PushAttempts, DueAt: ev.OccurredAt.Add(CallTakeover)})
+		// The job stays as its start left it: leased to the worker that
+		// sent start_push, which makes the call. Should that worker stop
+		// before the outcome is decided, the lease runs out and the next
+		// worker sends start_push again, finds it decided, and calls.
 	case schemas.StatusFailed:
 		if n := s.AutoRetries; n < len(retryDelays) && n < MaxAutoRetries {
 			o.putJob(jobs.Job{ID: id, Step: StepAutoRetry, Attempt: s.PushAttempts, DueAt: ev.OccurredAt.Add(retryDelays[n])})

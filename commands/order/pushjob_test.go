@@ -19,17 +19,18 @@ func TestPushJobFollowsTheOrder(t *testing.T) {
 		exhausted = append(exhausted, cmd(KindAutoRetry, attempt(i+1)), cmd(KindStartPush), cmd(KindFailPush, attempt(i+2)))
 	}
 	const now = time.Hour // after t0, when the command is decided
+	const kept = "(kept)"
 
 	for _, tc := range []struct {
 		name    string
 		given   []Command
 		when    Command
-		step    string        // "" when the job is dropped
+		step    string        // "" when the job is dropped, kept when left as it was
 		attempt int           //
 		due     time.Duration // after t0; -1 for parked
 	}{
 		{"a created order's push starts at once", nil, create, StepStart, 1, now},
-		{"a started push's call comes due only when it is to be taken over", []Command{create}, cmd(KindStartPush), StepCall, 1, now + CallTakeover},
+		{"a started push's job stays leased to the worker that makes the call", []Command{create}, cmd(KindStartPush), kept, 0, 0},
 		{"a pushed order's job is dropped", started, cmd(KindCompletePush, attempt(1)), "", 0, 0},
 		{"a failed push is retried after the first delay", started, cmd(KindFailPush, attempt(1)), StepAutoRetry, 1, now + delays[0]},
 		{"an automatic retry starts the next attempt at once", failed, cmd(KindAutoRetry, attempt(1)), StepStart, 2, now},
@@ -53,6 +54,12 @@ func TestPushJobFollowsTheOrder(t *testing.T) {
 				if err := o.pushEffect(ev, tc.when.Details, delays); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if tc.step == kept {
+				if o.dropJob || o.job != nil {
+					t.Fatalf("job changed (put %+v, dropped %v), want it left as it was", o.job, o.dropJob)
+				}
+				return
 			}
 			if tc.step == "" {
 				if !o.dropJob || o.job != nil {

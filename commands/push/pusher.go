@@ -27,12 +27,13 @@ import (
 // complete_push or fail_push), auto_retry (send auto_retry once its delay
 // passed). The decider moves the job to its next step in the transaction
 // that decides the command, so the worker only leases jobs and sends
-// commands. The call step the decider puts after start_push comes due only
-// order.CallTakeover later: it is the call of a worker that stopped, taken
-// over. Every command id derives from the job's order, step and attempt,
-// so a step worked twice (a lease that ran out, a crash) sends a command
-// the decider already decided, and a call made twice uses the same
-// idempotency key.
+// commands. A decided start leaves the job as it was, leased to the worker
+// that makes the call; if that worker stops before the outcome is decided,
+// the lease runs out and the next worker takes the call over: it sends
+// start_push again, and the decider announces the decision it made. Every
+// command id derives from the job's order, step and attempt, so a step
+// worked twice (a lease that ran out, a crash) sends a command the decider
+// already decided, and a call made twice uses the same idempotency key.
 type Worker struct {
 	Pool     *pgxpool.Pool
 	Producer *kgo.Client
@@ -59,14 +60,13 @@ const (
 	// produceWait bounds the produce of a claim's commands.
 	produceWait = 10 * time.Second
 	// startWait bounds the wait for a start_push's decision. A decision
-	// later than that leaves the call to the takeover (order.CallTakeover),
+	// later than that leaves the call to the takeover when the lease ends,
 	// well before which this worker has given up.
 	startWait = 30 * time.Second
 	// callBudget is more than a platform call can take (the client's four
 	// attempts of up to 10 s and the waits between them). A call starts
-	// only while its job stays leased that long: the lease's end for a
-	// call step, and for a start, the start's lease end, which the
-	// takeover's due time never precedes. So a call is never still in
+	// only while its job stays leased that long, and a takeover needs the
+	// lease to end. So a call is never still in
 	// flight when another worker may lease the job and call again.
 	callBudget = time.Minute
 )

@@ -14,7 +14,7 @@
 //
 // and returns the events the decisions emitted, which the stage runner
 // produces before it commits. A command sent twice finds its first
-// decision and changes nothing.
+// decision, changes nothing, and is announced again.
 package decider
 
 import (
@@ -89,11 +89,20 @@ func (r Runtime[C, S, D]) Handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Rec
 	var decisions []D
 	var ids, values []string
 	var events []*kgo.Record
+	seen := make(map[uuid.UUID]bool, len(cmds))
 	for i, c := range cmds {
-		if decided[cmdIDs[i]] {
-			continue // sent twice: the first decision stands
+		if seen[cmdIDs[i]] {
+			continue // twice in this batch: the first decision stands
 		}
-		decided[cmdIDs[i]] = true
+		seen[cmdIDs[i]] = true
+		if decided[cmdIDs[i]] {
+			// Sent again after an earlier batch decided it: the first
+			// decision stands, and is announced again for whoever sent the
+			// command again and waits (a push taken over), by id alone:
+			// the waiter reads it from the table.
+			ids, values = append(ids, cmdIDs[i].String()), append(values, "")
+			continue
+		}
 		at := recs[i].Timestamp
 		if at.IsZero() {
 			at = time.Now()

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/testenv"
 	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
@@ -299,16 +300,29 @@ func TestCancelRacingPush(t *testing.T) {
 
 // TestACallLeftByAStoppedPusherIsTakenOver: the pusher that sends a
 // push's start_push makes the call once it is decided. One that stops in
-// between leaves the call step, due order.CallTakeover later, to any other
-// pusher. Here the start is sent as a pusher would, no pusher runs, the
-// takeover time is brought forward, and a pusher started then pushes the
-// order once.
+// between leaves the job leased until its lease ends; then any pusher
+// sends start_push again, is answered with the decision made, and calls.
+// Here the job is leased and its start sent as a pusher would, with no
+// pusher running; the lease's end is brought forward, and a pusher started
+// then pushes the order once.
 func TestACallLeftByAStoppedPusherIsTakenOver(t *testing.T) {
 	d := startDemo(t, noPusher)
 	v := d.variant(t, "ACTIVE", "tshirt")
 	o := create(t, d.client, tshirtOrder(v.VariantID, "taken-over", 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	const lease = 2 * time.Minute
+	tx, err := d.app.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased, err := jobs.Claim(ctx, tx, order.PushQueue, 1, lease)
+	if err != nil || len(leased) != 1 || leased[0].ID != o.OrderID || leased[0].Step != order.StepStart {
+		t.Fatalf("leased %+v (%v); want the order's start", leased, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	bus := &order.Bus{Producer: d.app.Producer, Pool: d.app.Pool, Notify: d.app.Notify, Naming: d.app.Naming}
 	start := order.Command{ID: order.JobCommandID(o.OrderID, order.KindStartPush, 1), Kind: order.KindStartPush, OrderID: o.OrderID}
 	dec, err := bus.Decide(ctx, start, 20*time.Second)
@@ -321,8 +335,8 @@ func TestACallLeftByAStoppedPusherIsTakenOver(t *testing.T) {
 		order.PushQueue, o.OrderID).Scan(&step, &wait); err != nil {
 		t.Fatal(err)
 	}
-	if step != order.StepCall || wait < order.CallTakeover/2 {
-		t.Fatalf("after the start the job is at step %s, due in %s; want %s, due in about %s", step, wait, order.StepCall, order.CallTakeover)
+	if step != order.StepStart || wait < lease/2 {
+		t.Fatalf("after the start the job is at step %s, due in %s; want it still leased at %s, due in about %s", step, wait, order.StepStart, lease)
 	}
 	if _, err := d.app.Pool.Exec(ctx, `UPDATE jobs SET due_at = now() WHERE queue = $1 AND id = $2`, order.PushQueue, o.OrderID); err != nil {
 		t.Fatal(err)
