@@ -59,10 +59,6 @@ const (
 	idlePoll = 500 * time.Millisecond
 	// produceWait bounds the produce of a claim's commands.
 	produceWait = 10 * time.Second
-	// startWait bounds the wait for a start_push's decision. A decision
-	// later than that leaves the call to the takeover when the lease ends,
-	// well before which this worker has given up.
-	startWait = 30 * time.Second
 	// callBudget is more than a platform call can take (the client's four
 	// attempts of up to 10 s and the waits between them). A call starts
 	// only while its job stays leased that long, and a takeover needs the
@@ -251,11 +247,13 @@ func newCall(j jobs.Job) call {
 
 // decided waits for st's start_push to be decided and reports whether the
 // order is now PROCESSING, its call this worker's to make. A refusal (the
-// order was cancelled first) leaves nothing to do; no decision in time
-// leaves the call to its takeover.
+// order was cancelled first) leaves nothing to do. It waits while a call
+// could still start within the lease (callBudget before its end); a
+// decision later than that leaves the call to the takeover when the lease
+// ends.
 func (w *Worker) decided(ctx context.Context, bus *order.Bus, st started) bool {
 	defer st.stop()
-	d, err := bus.AwaitSubscribed(ctx, st.wake, st.command, startWait)
+	d, err := bus.AwaitSubscribed(ctx, st.wake, st.command, time.Until(st.job.DueAt)-callBudget)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {

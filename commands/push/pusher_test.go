@@ -25,11 +25,29 @@ func TestACallThatCouldOutlastItsLeaseIsNotStarted(t *testing.T) {
 	}))
 	defer platform.Close()
 	w := &Worker{Platform: &Client{BaseURL: platform.URL}, Log: slog.New(slog.DiscardHandler)}
-	c := call{job: jobs.Job{ID: uuid.New(), Step: order.StepCall, Attempt: 1, DueAt: time.Now().Add(callBudget / 2)},
+	c := call{job: jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(callBudget / 2)},
 		push: order.PushJob{StoreID: uuid.New(), IdempotencyKey: uuid.New()}, domain: "shop.example", known: true}
 	done := 0
 	w.call(context.Background(), c, func() { done++ })
 	if done != 1 || requests.Load() != 0 {
 		t.Fatalf("done %d times after %d platform requests; want done once, no request", done, requests.Load())
+	}
+}
+
+// TestAStartUndecidedWhileACallCouldStartIsLeftToTheTakeover: a worker
+// waits for its start_push's decision only while a call could still be
+// made within the job's lease; after that the call is the takeover's, once
+// the lease ends, and the worker stops waiting.
+func TestAStartUndecidedWhileACallCouldStartIsLeftToTheTakeover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w := &Worker{Log: slog.New(slog.DiscardHandler)}
+	st := started{call: call{job: jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(callBudget + 100*time.Millisecond)}},
+		command: uuid.New(), wake: make(chan string), stop: func() {}}
+	if w.decided(ctx, &order.Bus{}, st) {
+		t.Fatal("the call was made without a decision")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the worker waited past the time a call could start")
 	}
 }
