@@ -28,7 +28,10 @@ import (
 //   - Postgres: pg_stat_database of the service's database: commits
 //     (xact_commit), rows written (tup_inserted + tup_updated +
 //     tup_deleted) and rows read (tup_returned: rows read by sequential
-//     scans and index entries returned by index scans).
+//     scans and index entries returned by index scans). Also the WAL the
+//     server wrote (pg_stat_wal: records and bytes), which prices every
+//     row version and index entry written; it counts the whole server, so
+//     it is the service's only when nothing else writes there.
 //   - Kafka: records produced, the growth of the end offsets of the
 //     service's topics (the run's prefix on a cluster, every topic on the
 //     embedded broker). The idempotent producer's retries add nothing.
@@ -188,9 +191,12 @@ func (m *cpuMeter) ms() map[string]float64 {
 	return out
 }
 
-// pgCounts are pg_stat_database's counters of one database.
+// pgCounts are pg_stat_database's counters of one database, and the
+// server's WAL counters (pg_stat_wal; WAL false when it could not be read).
 type pgCounts struct {
 	Commits, Written, Read int64
+	WAL                    bool
+	WALRecords, WALBytes   int64
 }
 
 func readPgCounts(ctx context.Context, dbURL string) (pgCounts, error) {
@@ -204,7 +210,12 @@ func readPgCounts(ctx context.Context, dbURL string) (pgCounts, error) {
 	var c pgCounts
 	err = conn.QueryRow(ctx, `SELECT xact_commit, tup_inserted + tup_updated + tup_deleted, tup_returned
 		FROM pg_stat_database WHERE datname = current_database()`).Scan(&c.Commits, &c.Written, &c.Read)
-	return c, err
+	if err != nil {
+		return c, err
+	}
+	// pg_stat_wal is Postgres 14's: an older server reports no WAL.
+	c.WAL = conn.QueryRow(ctx, `SELECT wal_records, wal_bytes::bigint FROM pg_stat_wal`).Scan(&c.WALRecords, &c.WALBytes) == nil
+	return c, nil
 }
 
 // kafkaRecords sums the end offsets of the service's topics: every topic
@@ -310,6 +321,8 @@ type costReport struct {
 	PgCommitsPerOrder    *float64           `json:"pg_commits_per_order"` // the service's database
 	PgWrittenPerOrder    *float64           `json:"pg_rows_written_per_order"`
 	PgReadPerOrder       *float64           `json:"pg_rows_read_per_order"`
+	PgWALRecordsPerOrder *float64           `json:"pg_wal_records_per_order"` // the whole server's
+	PgWALBytesPerOrder   *float64           `json:"pg_wal_bytes_per_order"`
 	KafkaRecordsPerOrder *float64           `json:"kafka_records_per_order"` // produced
 	Orders               int                `json:"cost_orders"`             // the divisor: accepted, warmup included
 	Errors               []string           `json:"cost_errors,omitempty"`
@@ -334,6 +347,10 @@ func (c *costMeter) report(orders int) costReport {
 		r.PgCommitsPerOrder = per(float64(c.pg1.Commits - c.pg0.Commits))
 		r.PgWrittenPerOrder = per(float64(c.pg1.Written - c.pg0.Written))
 		r.PgReadPerOrder = per(float64(c.pg1.Read - c.pg0.Read))
+	}
+	if c.pg0.WAL && c.pg1.WAL && c.pg1.WALRecords >= c.pg0.WALRecords {
+		r.PgWALRecordsPerOrder = per(float64(c.pg1.WALRecords - c.pg0.WALRecords))
+		r.PgWALBytesPerOrder = per(float64(c.pg1.WALBytes - c.pg0.WALBytes))
 	}
 	if c.k1 > c.k0 {
 		r.KafkaRecordsPerOrder = per(float64(c.k1 - c.k0))

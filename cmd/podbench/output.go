@@ -86,6 +86,9 @@ func printTable(w io.Writer, r result) error {
 		opt(r.CPUMsPerOrder, "%.2f"), by[cpuPodsvc], by[cpuPostgres], by[cpuRedis], kafkaCPU(by), r.Orders)
 	row("", "postgres %s commits, %s rows written, %s rows read  kafka %s records produced",
 		opt(r.PgCommitsPerOrder, "%.2f"), opt(r.PgWrittenPerOrder, "%.1f"), opt(r.PgReadPerOrder, "%.1f"), opt(r.KafkaRecordsPerOrder, "%.2f"))
+	if r.PgWALRecordsPerOrder != nil {
+		row("", "postgres WAL %.1f records, %.1f KiB (the whole server's)", *r.PgWALRecordsPerOrder, *r.PgWALBytesPerOrder/1024)
+	}
 	for _, e := range r.Errors {
 		row("", "not measured: %s", e)
 	}

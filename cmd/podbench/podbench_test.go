@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/internal/wait"
 )
 
 func TestRank(t *testing.T) {
@@ -195,5 +199,40 @@ func TestAPostToAPortNobodyListensOnIsRefusedAndAHangUpIsNoAnswer(t *testing.T) 
 	}
 	if n := accepted.Load(); n != 1 {
 		t.Errorf("the POST reached the server %d times; a POST must never be sent twice", n)
+	}
+}
+
+// TestTheCostMeterCountsTheWALOfRowsWritten: rows written on another
+// connection show in the server's WAL counters as podbench reads them.
+func TestTheCostMeterCountsTheWALOfRowsWritten(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := testenv.NewDatabase(t)
+	before, err := readPgCounts(ctx, url)
+	if err != nil || !before.WAL {
+		t.Fatalf("counters %+v, %v; want the WAL read", before, err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `CREATE TABLE walcheck (n int)`)
+	if err == nil {
+		_, err = conn.Exec(ctx, `INSERT INTO walcheck SELECT generate_series(1, 1000)`)
+	}
+	conn.Close(ctx) // a backend reports its WAL counters at the latest when it ends
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after pgCounts
+	err = wait.Until(ctx, (<-chan struct{})(nil), 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		after, err = readPgCounts(ctx, url)
+		return err == nil && after.WALRecords >= before.WALRecords+1000, err
+	})
+	if err != nil {
+		t.Fatalf("WAL records %d before, %d after 1,000 rows (%v); want at least 1,000 more", before.WALRecords, after.WALRecords, err)
+	}
+	if after.WALBytes <= before.WALBytes {
+		t.Fatalf("WAL bytes %d before, %d after", before.WALBytes, after.WALBytes)
 	}
 }
