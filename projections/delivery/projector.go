@@ -333,13 +333,18 @@ func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
 		ids, hooks, accounts, events, topics, statuses, attempts, runs, runAttempts, gens, codes, errs, next, delivered, created)
 }
 
+// sweepChunk removes up to 5,000 delivery logs older than $1 (an interval),
+// by the row versions the created_at index finds: not looked up again by
+// id, which read three index blocks per row removed.
+const sweepChunk = `DELETE FROM webhook_deliveries WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM webhook_deliveries WHERE created_at < now() - $1::interval LIMIT 5000))`
+
 // Sweep removes delivery logs older than retention, a chunk at a time, and
 // returns how many it removed.
 func Sweep(ctx context.Context, pool *pgxpool.Pool, retention time.Duration) (int64, error) {
 	var total int64
 	for {
-		tag, err := pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE id IN (
-			SELECT id FROM webhook_deliveries WHERE created_at < now() - $1::interval LIMIT 5000)`, retention.String())
+		tag, err := pool.Exec(ctx, sweepChunk, retention.String())
 		if err != nil {
 			return total, err
 		}
