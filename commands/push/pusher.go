@@ -50,21 +50,26 @@ type Worker struct {
 const (
 	// claimSize bounds the jobs leased at once.
 	claimSize = 200
-	// lease is how long a leased job stays with its worker: a start or
-	// auto_retry until the decider moves it, a call until its outcome is
-	// decided. A call's platform client gives up well within it.
-	lease = 2 * time.Minute
+	// lease is how long a leased job stays with its worker before another
+	// may lease it: time to send its step's command and, for a start, to
+	// wait for the decision, make the call and have its outcome decided
+	// (callBudget and outcomeBudget).
+	lease = 3 * time.Minute
 	// idlePoll is how often an idle worker looks for jobs that came due
 	// by time (automatic retries); new work is announced.
 	idlePoll = 500 * time.Millisecond
 	// produceWait bounds the produce of a claim's commands.
 	produceWait = 10 * time.Second
 	// callBudget is more than a platform call can take (the client's four
-	// attempts of up to 10 s and the waits between them). A call starts
-	// only while its job stays leased that long, and a takeover needs the
-	// lease to end. So a call is never still in
-	// flight when another worker may lease the job and call again.
+	// attempts of up to 10 s and the waits between them).
 	callBudget = time.Minute
+	// outcomeBudget is how long a call's outcome has to be decided once
+	// sent. A call starts only while its job stays leased callBudget +
+	// outcomeBudget more, and another worker takes a call over only when
+	// the lease ends: so no call is still in flight then, and unless the
+	// decider is more than outcomeBudget behind, its outcome is decided
+	// too, and the takeover finds the job moved on.
+	outcomeBudget = time.Minute
 )
 
 type call struct {
@@ -248,12 +253,11 @@ func newCall(j jobs.Job) call {
 // decided waits for st's start_push to be decided and reports whether the
 // order is now PROCESSING, its call this worker's to make. A refusal (the
 // order was cancelled first) leaves nothing to do. It waits while a call
-// could still start within the lease (callBudget before its end); a
-// decision later than that leaves the call to the takeover when the lease
-// ends.
+// could still start (see outcomeBudget); a decision later than that leaves
+// the call to the takeover when the lease ends.
 func (w *Worker) decided(ctx context.Context, bus *order.Bus, st started) bool {
 	defer st.stop()
-	d, err := bus.AwaitSubscribed(ctx, st.wake, st.command, time.Until(st.job.DueAt)-callBudget)
+	d, err := bus.AwaitSubscribed(ctx, st.wake, st.command, time.Until(st.job.DueAt)-callBudget-outcomeBudget)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -274,7 +278,7 @@ func (w *Worker) decided(ctx context.Context, bus *order.Bus, st started) bool {
 // again, under the same idempotency key.
 func (w *Worker) call(ctx context.Context, c call, done func()) {
 	j := c.job
-	if time.Until(j.DueAt) < callBudget {
+	if time.Until(j.DueAt) < callBudget+outcomeBudget {
 		w.Log.Warn("push call not started within its lease; left to the job's next lease", "order", j.ID, "due", j.DueAt)
 		done()
 		return

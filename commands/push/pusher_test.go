@@ -16,7 +16,8 @@ import (
 
 // TestACallThatCouldOutlastItsLeaseIsNotStarted: a call handed to a
 // worker so late that its job could be leased again before the call is
-// over is left to that next lease; the platform is not called.
+// over and its outcome decided is left to that next lease; the platform
+// is not called.
 func TestACallThatCouldOutlastItsLeaseIsNotStarted(t *testing.T) {
 	var requests atomic.Int64
 	platform := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -25,7 +26,7 @@ func TestACallThatCouldOutlastItsLeaseIsNotStarted(t *testing.T) {
 	}))
 	defer platform.Close()
 	w := &Worker{Platform: &Client{BaseURL: platform.URL}, Log: slog.New(slog.DiscardHandler)}
-	c := call{job: jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(callBudget / 2)},
+	c := call{job: jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(callBudget + outcomeBudget/2)},
 		push: order.PushJob{StoreID: uuid.New(), IdempotencyKey: uuid.New()}, domain: "shop.example", known: true}
 	done := 0
 	w.call(context.Background(), c, func() { done++ })
@@ -42,7 +43,7 @@ func TestAStartUndecidedWhileACallCouldStartIsLeftToTheTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	w := &Worker{Log: slog.New(slog.DiscardHandler)}
-	st := started{call: call{job: jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(callBudget + 100*time.Millisecond)}},
+	st := started{call: call{job: jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(callBudget + outcomeBudget + 100*time.Millisecond)}},
 		command: uuid.New(), wake: make(chan string), stop: func() {}}
 	if w.decided(ctx, &order.Bus{}, st) {
 		t.Fatal("the call was made without a decision")
