@@ -40,8 +40,11 @@ func ResolveBrokers(brokers []string, addrFile string) ([]string, error) {
 }
 
 // NewProducer returns a client for producing with idempotent (franz-go's
-// default, never disabled here), fully acknowledged (acks=all) writes. Records are not lingered: callers that wait on the
-// produce result (HTTP handlers) must not pay a linger delay.
+// default, never disabled here), fully acknowledged (acks=all) writes.
+// ProduceSync sends its records at once (franz-go drains their partitions
+// without lingering), so a caller that waits on the result pays no linger
+// delay; an asynchronous Produce lingers up to franz-go's default (10 ms)
+// for company in its request.
 func NewProducer(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	base := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
