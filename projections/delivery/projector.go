@@ -29,13 +29,13 @@ const ConsumerName = "projections.deliveries"
 // tasks and results go in rounds, each round holding a delivery at most
 // once (its n-th record of the batch goes in round n), so one statement
 // never touches a row twice and a delivery's records apply in their order;
-// a webhook fact (disabled, deleted) closes the rounds before it.
+// the webhook facts (disabled, deleted) follow (applyOrder).
 func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: n.Topics(schemas.TopicWebhookDeliveries, schemas.TopicWebhookAttempts, schemas.TopicWebhookEvents),
 		Handle: stream.Sink(func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
-			ordered, err := firstTasksFirst(n, recs)
+			ordered, err := applyOrder(n, recs)
 			if err != nil {
 				return err // the runner dead-letters it; the rest go on
 			}
@@ -78,17 +78,21 @@ type record struct {
 	task  *schemas.DeliveryTask
 }
 
-// firstTasksFirst decodes the batch's tasks and orders each run of records
-// between two webhook facts with the tasks of first runs first, the rest
-// in their order. A batch holds its topics' partitions one after another,
-// so a first attempt's result often comes before its own task; the two
-// give the same row in either order, and a task met first lets its first
-// result be written with it. Nothing else moves: a later run's task must
-// not pass an earlier run's results (they would no longer count), nor
-// anything pass a fact (a disable cancels what was recorded before it).
-func firstTasksFirst(n schemas.Naming, recs []*kgo.Record) ([]record, error) {
+// applyOrder decodes the batch's tasks and orders the batch for applying:
+// the tasks of first runs, then the other tasks and the results in their
+// order, then the webhook facts. A batch holds its topics' partitions one
+// after another, so a first attempt's result often comes before its own
+// task; the two give the same row in either order, and a task met first
+// lets its first result be written with it. A later run's task must not
+// pass an earlier run's results (they would no longer count). The facts go
+// last because the batch's order between topics is not the order in which
+// things happened: a disable decided after a delivery's last failure can
+// come first, and would cancel the delivery before its failure is
+// recorded. Applied last, a disable cancels what is still pending once
+// the batch is in, which is what it met when it was decided, or later.
+func applyOrder(n schemas.Naming, recs []*kgo.Record) ([]record, error) {
 	out := make([]record, 0, len(recs))
-	var rest []record
+	var rest, facts []record
 	for _, r := range recs {
 		rec := record{r: r, topic: n.LogicalTopic(r.Topic)}
 		switch rec.topic {
@@ -106,11 +110,10 @@ func firstTasksFirst(n schemas.Naming, recs []*kgo.Record) ([]record, error) {
 		case schemas.TopicWebhookAttempts:
 			rest = append(rest, rec)
 		default:
-			out = append(append(out, rest...), rec)
-			rest = rest[:0]
+			facts = append(facts, rec)
 		}
 	}
-	return append(out, rest...), nil
+	return append(append(out, rest...), facts...), nil
 }
 
 type round struct {

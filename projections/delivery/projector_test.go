@@ -24,32 +24,8 @@ import (
 func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	n := schemas.Naming{}
-	hook, account := uuid.New(), uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO webhooks (id, account_id, url, topics, is_active, gen, secret, created_at, updated_at)
-		VALUES ($1, $2, 'https://example.com/h', '{order.created}', true, 1, 's', now(), now())`, hook, account); err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	task := func(d uuid.UUID, run int) *kgo.Record {
-		v, _ := json.Marshal(schemas.DeliveryTask{DeliveryID: d, WebhookID: hook, AccountID: account, EventID: d, Topic: "order.created",
-			Gen: 1, Run: run, Attempt: 1, DueAt: at.Add(time.Duration(run) * time.Minute), CreatedAt: at, Payload: json.RawMessage(`{"id":1}`)})
-		return &kgo.Record{Topic: n.Topic(schemas.TopicWebhookDeliveries), Value: v}
-	}
-	result := func(d uuid.UUID, run, attempt int, status string) *kgo.Record {
-		code := 500
-		r := schemas.AttemptResult{DeliveryID: d, WebhookID: hook, AccountID: account, EventID: d, Topic: "order.created", Gen: 1,
-			Run: run, Attempt: attempt, Attempted: true, Status: status, StatusCode: &code, At: at.Add(time.Duration(attempt) * time.Second), CreatedAt: at}
-		if status == schemas.DeliverySuccess {
-			code = 200
-		} else {
-			next := at.Add(time.Hour)
-			msg := "HTTP 500"
-			r.NextRetryAt, r.Error = &next, &msg
-		}
-		v, _ := json.Marshal(r)
-		return &kgo.Record{Topic: n.Topic(schemas.TopicWebhookAttempts), Value: v}
-	}
+	f := newLogFixture(t, pool)
+	task, result := f.task, f.result
 	histories := map[string]func(d uuid.UUID) []*kgo.Record{
 		"delivered at once": func(d uuid.UUID) []*kgo.Record {
 			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliverySuccess)}
@@ -76,16 +52,7 @@ func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 				result(d, 1, 2, schemas.DeliverySuccess)}
 		},
 	}
-	handle := Projector(n, slog.New(slog.DiscardHandler)).Handle
-	apply := func(recs []*kgo.Record) {
-		t.Helper()
-		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, err := handle(ctx, tx, recs)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(recs []*kgo.Record) { f.apply(t, pool, recs) }
 	for name, history := range histories {
 		want := uuid.New()
 		for _, r := range history(want) {
@@ -120,6 +87,110 @@ func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 				t.Errorf("%s, %s: row\n%s\nwant (one record a batch)\n%s", name, split, got, wantRow)
 			}
 		}
+	}
+}
+
+// TestADisableCancelsWhatIsPendingOnceItsBatchIsIn applies a batch in an
+// order a poll can give, each topic's partition one after another: a
+// delivery's task, the disable, then the results of two deliveries made
+// before the disable was decided, then the second one's task. The
+// delivery whose last attempt failed stays failed with its seven
+// attempts; the one waiting for its next attempt is cancelled.
+func TestADisableCancelsWhatIsPendingOnceItsBatchIsIn(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	f := newLogFixture(t, pool)
+	failed, waiting := uuid.New(), uuid.New()
+	ev, err := schemas.NewEventWithID(uuid.New(), schemas.TypeWebhookDisabled, f.at.Add(time.Minute),
+		schemas.WebhookFact{ID: f.hook, AccountID: f.account, Gen: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []*kgo.Record{f.task(failed, 1), {Topic: f.n.Topic(schemas.TopicWebhookEvents), Value: v}}
+	for attempt := 1; attempt < 7; attempt++ {
+		batch = append(batch, f.result(failed, 1, attempt, schemas.DeliveryPending))
+	}
+	batch = append(batch, f.result(failed, 1, 7, schemas.DeliveryFailed), f.result(waiting, 1, 1, schemas.DeliveryPending),
+		f.task(waiting, 1))
+	f.apply(t, pool, batch)
+
+	for _, want := range []struct {
+		name     string
+		id       uuid.UUID
+		status   string
+		attempts int
+	}{
+		{"the delivery whose last attempt failed", failed, schemas.DeliveryFailed, 7},
+		{"the delivery waiting for its next attempt", waiting, schemas.DeliveryCancelled, 1},
+	} {
+		var status string
+		var attempts int
+		if err := pool.QueryRow(ctx, `SELECT status, attempts FROM webhook_deliveries WHERE id = $1`, want.id).Scan(&status, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		if status != want.status || attempts != want.attempts {
+			t.Errorf("%s is %s after %d attempts, want %s after %d", want.name, status, attempts, want.status, want.attempts)
+		}
+	}
+}
+
+// logFixture makes the records of one webhook's deliveries.
+type logFixture struct {
+	n             schemas.Naming
+	hook, account uuid.UUID
+	at            time.Time
+	handle        func(context.Context, pgx.Tx, []*kgo.Record) ([]*kgo.Record, error)
+}
+
+// newLogFixture records an active webhook (generation 1) to make them for.
+func newLogFixture(t *testing.T, pool *pgxpool.Pool) logFixture {
+	t.Helper()
+	f := logFixture{hook: uuid.New(), account: uuid.New(), at: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
+	f.handle = Projector(f.n, slog.New(slog.DiscardHandler)).Handle
+	if _, err := pool.Exec(context.Background(), `INSERT INTO webhooks (id, account_id, url, topics, is_active, gen, secret, created_at, updated_at)
+		VALUES ($1, $2, 'https://example.com/h', '{order.created}', true, 1, 's', now(), now())`, f.hook, f.account); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f logFixture) task(d uuid.UUID, run int) *kgo.Record {
+	v, _ := json.Marshal(schemas.DeliveryTask{DeliveryID: d, WebhookID: f.hook, AccountID: f.account, EventID: d, Topic: "order.created",
+		Gen: 1, Run: run, Attempt: 1, DueAt: f.at.Add(time.Duration(run) * time.Minute), CreatedAt: f.at, Payload: json.RawMessage(`{"id":1}`)})
+	return &kgo.Record{Topic: f.n.Topic(schemas.TopicWebhookDeliveries), Value: v}
+}
+
+func (f logFixture) result(d uuid.UUID, run, attempt int, status string) *kgo.Record {
+	code := 500
+	r := schemas.AttemptResult{DeliveryID: d, WebhookID: f.hook, AccountID: f.account, EventID: d, Topic: "order.created", Gen: 1,
+		Run: run, Attempt: attempt, Attempted: true, Status: status, StatusCode: &code, At: f.at.Add(time.Duration(attempt) * time.Second), CreatedAt: f.at}
+	if status == schemas.DeliverySuccess {
+		code = 200
+	} else if status == schemas.DeliveryPending {
+		next := f.at.Add(time.Hour)
+		msg := "HTTP 500"
+		r.NextRetryAt, r.Error = &next, &msg
+	} else {
+		msg := "HTTP 500"
+		r.Error = &msg
+	}
+	v, _ := json.Marshal(r)
+	return &kgo.Record{Topic: f.n.Topic(schemas.TopicWebhookAttempts), Value: v}
+}
+
+// apply applies recs as one batch.
+func (f logFixture) apply(t *testing.T, pool *pgxpool.Pool, recs []*kgo.Record) {
+	t.Helper()
+	ctx := context.Background()
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := f.handle(ctx, tx, recs)
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
