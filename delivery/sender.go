@@ -150,7 +150,6 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 	v := Outcome(t, active, answer, time.Now(), s.Delays)
 	res := v.Result
 	var recs []*kgo.Record
-	disable := false
 	switch {
 	case v.Next != nil:
 		rec, err := TaskRecord(s.Naming.RetryTier(v.NextTier), *v.Next)
@@ -166,6 +165,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		recs = append(recs, rec)
 	}
 	var reset redis.Cmder
+	streak := 0
 	switch v.Streak {
 	case StreakReset:
 		// Issued now on the marks' pipelined client, read after the marks:
@@ -173,7 +173,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		reset = s.Streaks.ResetWith(context.WithoutCancel(ctx), s.Marks.Redis, t.WebhookID, t.Gen)
 		s.Metrics.observeDelivered(res.At.Sub(t.CreatedAt))
 	case StreakFailed:
-		disable = s.Streaks.Fail(ctx, t.WebhookID, t.Gen) >= FailureLimit && s.Streaks.ClaimDisable(ctx, t.WebhookID, t.Gen)
+		streak = s.Streaks.Fail(ctx, t.WebhookID, t.Gen)
 	}
 	class := ClassNone
 	if active {
@@ -194,13 +194,16 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 	if reset != nil && reset.Err() != nil {
 		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", t.WebhookID, "err", reset.Err())
 	}
-	if disable && s.Disable != nil {
-		// One disable per activation generation: only the failure that
-		// claimed it sends the command, logs and counts it.
+	if streak >= FailureLimit && s.Disable != nil {
+		// Sent after the outcome is on the log, so the delivery log meets
+		// the failure before the disable. Every failure at or past the
+		// limit sends it: the command's id derives from the webhook and
+		// generation, so the decider decides it once, and a sender that
+		// stopped before sending it leaves it to the next failure. The one
+		// failure that reached the limit logs and counts it.
 		if err := s.Disable(rctx, t.WebhookID, t.AccountID, t.Gen); err != nil {
-			s.Streaks.ReleaseDisable(rctx, t.WebhookID, t.Gen)
-			s.Log.Warn("auto-disable command not sent", "webhook", t.WebhookID, "err", err)
-		} else {
+			s.Log.Warn("auto-disable command not sent; the next failed delivery sends it", "webhook", t.WebhookID, "err", err)
+		} else if streak == FailureLimit {
 			s.Log.Info("webhook auto-disabled after consecutive failed deliveries", "webhook", t.WebhookID)
 			s.Metrics.autoDisabled()
 		}

@@ -44,26 +44,6 @@ func (s *Streaks) Fail(ctx context.Context, id uuid.UUID, gen int) int {
 	return int(incr.Val())
 }
 
-// ClaimDisable reports whether the caller is the one to disable the webhook
-// for this activation generation: of every failure that reaches the limit,
-// only the first claims it. A claimer that could not send the disable
-// command gives the claim back (ReleaseDisable) so a later failure tries.
-func (s *Streaks) ClaimDisable(ctx context.Context, id uuid.UUID, gen int) bool {
-	ok, err := s.Redis.SetNX(ctx, s.key(id, gen)+":disable", 1, 90*24*time.Hour).Result()
-	if err != nil {
-		s.Log.Warn("auto-disable not claimed (Redis unavailable)", "webhook", id, "err", err)
-		return false
-	}
-	return ok
-}
-
-// ReleaseDisable gives a claim back.
-func (s *Streaks) ReleaseDisable(ctx context.Context, id uuid.UUID, gen int) {
-	if err := s.Redis.Del(ctx, s.key(id, gen)+":disable").Err(); err != nil {
-		s.Log.Warn("auto-disable claim not released (Redis unavailable)", "webhook", id, "err", err)
-	}
-}
-
 // Reset ends the streak (a webhook reactivated by its client).
 func (s *Streaks) Reset(ctx context.Context, id uuid.UUID, gen int) {
 	if err := s.ResetWith(ctx, s.Redis, id, gen).Err(); err != nil {

@@ -365,3 +365,41 @@ func TestWebhookAutoDisableIsDecidedOnce(t *testing.T) {
 		t.Fatalf("pod_webhook_auto_disabled_total = %v after %d failed deliveries of one webhook, want 1", n, failed)
 	}
 }
+
+// TestAnAutoDisableLostInACrashIsSentByTheNextFailure starts from what a
+// sender killed right after counting the tenth failure in a row leaves: a
+// streak of 10, no disable command on the log, and (from the release that
+// claimed the disable in Redis before sending it) that claim held. The
+// next failed delivery must disable the webhook.
+func TestAnAutoDisableLostInACrashIsSentByTheNextFailure(t *testing.T) {
+	rc := newReceiver(t)
+	rc.respond = func(received, int) int { return 503 }
+	step := 30 * time.Millisecond
+	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
+	w := createWebhook(t, d.client, rc.url("/down"))
+	rc.setSecret(w.Secret)
+	ctx := context.Background()
+	const gen = 1 // a new webhook's activation generation
+	for range delivery.FailureLimit {
+		d.app.Streaks.Fail(ctx, w.ID, gen)
+	}
+	claim := fmt.Sprintf("%swh:streak:%s:%d:disable", d.app.Config.RedisPrefix, w.ID, gen)
+	if err := d.app.Redis.Set(ctx, claim, 1, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if w2 := getWebhook(t, d.client, w.ID); w2.ConsecutiveFailures != delivery.FailureLimit || !w2.IsActive {
+		t.Fatalf("before the next failure: %+v", w2)
+	}
+
+	rec := sendTest(t, d.client, w.ID)
+	waitDelivery(t, d.client, w.ID, rec.ID, 30*time.Second, hasStatus("failed", 7))
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if off := getWebhook(t, d.client, w.ID); off.IsActive {
+			return fmt.Errorf("still active with %d failures", off.ConsecutiveFailures)
+		}
+		return nil
+	})
+	if off := getWebhook(t, d.client, w.ID); off.DisabledReason == nil || *off.DisabledReason != "too_many_failures" {
+		t.Errorf("disabled webhook: %+v", off)
+	}
+}
