@@ -310,21 +310,10 @@ func inactive() *Error {
 		Message: "the webhook is inactive; re-activate it with PATCH {\"is_active\": true} first"}
 }
 
-// publish puts a delivery task on the log, recording its row first so the
-// answer can show it; the row goes again when the task cannot be written.
-func (w *Webhooks) publish(ctx context.Context, t schemas.DeliveryTask) (deliveryrm.Record, error) {
-	rec, err := w.Deliveries.Created(ctx, t)
-	if err != nil {
-		return rec, err
-	}
-	return rec, w.produceTask(ctx, t, func(ctx context.Context) {
-		_ = w.Deliveries.Forget(ctx, t.DeliveryID)
-	})
-}
-
-// produceTask puts t on the deliveries topic; when it cannot, undo runs
-// and the answer is 503.
-func (w *Webhooks) produceTask(ctx context.Context, t schemas.DeliveryTask, undo func(context.Context)) error {
+// produceTask puts t on the deliveries topic: the delivery is made once
+// it is there, whatever happens to the request after. When it cannot be
+// put there nothing was written, and the answer is 503.
+func (w *Webhooks) produceTask(ctx context.Context, t schemas.DeliveryTask) error {
 	kr, err := delivery.TaskRecord(w.Naming.Topic(schemas.TopicWebhookDeliveries), t)
 	if err != nil {
 		return err
@@ -332,7 +321,6 @@ func (w *Webhooks) produceTask(ctx context.Context, t schemas.DeliveryTask, undo
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := w.Producer.ProduceSync(pctx, kr).FirstErr(); err != nil {
-		undo(context.WithoutCancel(ctx))
 		return Unavailable("the delivery log (Kafka)")
 	}
 	return nil
@@ -356,9 +344,14 @@ func (w *Webhooks) test(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	rec, err := w.publish(c.UserContext(), schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(h.ID, ev.ID), WebhookID: h.ID,
-		AccountID: h.AccountID, EventID: ev.ID, Topic: ev.Type, Gen: h.Gen, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now,
-		Payload: payload})
+	task := schemas.DeliveryTask{DeliveryID: delivery.DeliveryID(h.ID, ev.ID), WebhookID: h.ID, AccountID: h.AccountID,
+		EventID: ev.ID, Topic: ev.Type, Gen: h.Gen, Run: 1, Attempt: 1, DueAt: now, CreatedAt: now, Payload: payload}
+	if err := w.produceTask(c.UserContext(), task); err != nil {
+		return err
+	}
+	// Recorded ahead of the delivery log, so it is listed as soon as the
+	// request is answered.
+	rec, err := w.Deliveries.Created(c.UserContext(), task)
 	if err != nil {
 		return err
 	}
@@ -428,9 +421,11 @@ func (w *Webhooks) getDelivery(c *fiber.Ctx) error {
 }
 
 // resend starts a new run of a failed or cancelled delivery: the same
-// delivery and event id, up to 7 more attempts. The row is claimed first,
-// so of two resends racing one wins and the other is told the delivery is
-// pending again.
+// delivery and event id, up to 7 more attempts. The new run's task is put
+// on the log first, then the row is marked pending for it so a second
+// resend is refused; two resends racing past that check put the same task
+// (same delivery, run and attempt) on the log, which the sender attempts
+// once, and both are answered 202.
 func (w *Webhooks) resend(c *fiber.Ctx) error {
 	h, rec, err := w.loadDelivery(c)
 	if err != nil {
@@ -448,22 +443,24 @@ func (w *Webhooks) resend(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	now := time.Now().UTC()
-	claimed, ok, err := w.Deliveries.Requeued(ctx, rec, rec.Run+1, h.Gen, now)
+	if err := w.produceTask(ctx, schemas.DeliveryTask{DeliveryID: rec.ID, WebhookID: h.ID,
+		AccountID: h.AccountID, EventID: rec.EventID, Topic: rec.Topic, Gen: h.Gen, Run: rec.Run + 1, Attempt: 1,
+		DueAt: now, CreatedAt: rec.CreatedAt, Payload: rec.Payload}); err != nil {
+		return err
+	}
+	pending, ok, err := w.Deliveries.Requeued(ctx, rec, rec.Run+1, h.Gen, now)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return &Error{Code: schemas.CodeInvalidDeliveryState,
-			Message: "the delivery changed meanwhile (resent by another request); read it again"}
-	}
-	if err := w.produceTask(ctx, schemas.DeliveryTask{DeliveryID: rec.ID, WebhookID: h.ID,
-		AccountID: h.AccountID, EventID: rec.EventID, Topic: rec.Topic, Gen: h.Gen, Run: rec.Run + 1, Attempt: 1,
-		DueAt: now, CreatedAt: rec.CreatedAt, Payload: rec.Payload}, func(ctx context.Context) {
-		if rerr := w.Deliveries.Unclaim(ctx, rec); rerr != nil {
-			w.Log.ErrorContext(ctx, "resend claim not undone", "delivery", rec.ID, "err", rerr)
+		// A racing resend, or the delivery log, moved the row to the new
+		// run first: the answer is the row as it is now.
+		if pending, ok, err = w.Deliveries.Get(ctx, h.AccountID, h.ID, rec.ID); err != nil {
+			return err
 		}
-	}); err != nil {
-		return err
+		if !ok {
+			return NotFound("delivery")
+		}
 	}
-	return c.Status(fiber.StatusAccepted).JSON(claimed)
+	return c.Status(fiber.StatusAccepted).JSON(pending)
 }

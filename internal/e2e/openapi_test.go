@@ -906,6 +906,19 @@ func TestOpenAPIContract(t *testing.T) {
 	// stopped right after).
 	d.app.Producer.Close()
 	none.until(t, 503, 10*time.Second, "GET", "/readyz", nil)
+	// A test delivery whose task cannot be put on the log is answered 503
+	// and leaves nothing in the delivery log.
+	logged := func() (n int) {
+		if err := d.app.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1`, hook.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := logged()
+	errCode(t, c.do(t, 503, "POST", hookPath+"/test", nil), schemas.CodeServiceUnavailable)
+	if after := logged(); after != before {
+		t.Errorf("a test delivery not put on the log left %d rows in the delivery log", after-before)
+	}
 
 	// ---- Which documented answers were produced?
 	for _, k := range ct.documented() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -402,4 +403,53 @@ func TestAnAutoDisableLostInACrashIsSentByTheNextFailure(t *testing.T) {
 	if off := getWebhook(t, d.client, w.ID); off.DisabledReason == nil || *off.DisabledReason != "too_many_failures" {
 		t.Errorf("disabled webhook: %+v", off)
 	}
+}
+
+// TestRacingResendsMakeOneRun resends a failed delivery from eight requests
+// at once. Each is answered 202, or 409 when it read the delivery pending
+// again; however many were answered 202, the delivery gets one new run:
+// one more request to the endpoint, with the same event id.
+func TestRacingResendsMakeOneRun(t *testing.T) {
+	rc := newReceiver(t)
+	rc.respond = func(received, int) int { return 500 }
+	step := 30 * time.Millisecond
+	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
+	w := createWebhook(t, d.client, rc.url("/flaky"))
+	rc.setSecret(w.Secret)
+	rec := sendTest(t, d.client, w.ID)
+	waitDelivery(t, d.client, w.ID, rec.ID, 30*time.Second, hasStatus("failed", 7))
+	rc.mu.Lock()
+	rc.respond = nil
+	rc.mu.Unlock()
+
+	statuses := make([]int, 8)
+	var wg sync.WaitGroup
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = d.client.Do("POST", "/v1/me/webhooks/"+w.ID.String()+"/deliveries/"+rec.ID.String()+"/resend", nil).Status
+		}()
+	}
+	wg.Wait()
+	accepted := 0
+	for _, s := range statuses {
+		switch s {
+		case 202:
+			accepted++
+		case 409:
+		default:
+			t.Errorf("a resend answered %d", s)
+		}
+	}
+	if accepted == 0 {
+		t.Fatalf("no resend was accepted: %v", statuses)
+	}
+	waitDelivery(t, d.client, w.ID, rec.ID, 20*time.Second, hasStatus("success", 8))
+	waitCaughtUp(t, d, delivery.SenderGroup, append([]string{schemas.TopicWebhookDeliveries}, schemas.WebhookRetryTiers...)...)
+	got := rc.requests()
+	if len(got) != 8 || got[7].ID != rec.EventID.String() {
+		t.Errorf("the endpoint got %d requests, want 7 and one resent", len(got))
+	}
+	t.Logf("%d of %d racing resends answered 202", accepted, len(statuses))
 }

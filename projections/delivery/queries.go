@@ -94,9 +94,9 @@ func (q Queries) Get(ctx context.Context, account, webhook, id uuid.UUID) (Recor
 	return r, err == nil, err
 }
 
-// Created records a delivery the API made (a test delivery) before its
-// task is published, so it is listed as soon as the request is answered;
-// the projector's insert of the same task changes nothing.
+// Created records a delivery the API made (a test delivery) once its task
+// is published, so it is listed as soon as the request is answered; the
+// projector's insert of the same task changes nothing.
 func (q Queries) Created(ctx context.Context, t schemas.DeliveryTask) (Record, error) {
 	return scanRecord(q.Pool.QueryRow(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, payload,
 			status, run, gen, next_retry_at, created_at)
@@ -106,16 +106,9 @@ func (q Queries) Created(ctx context.Context, t schemas.DeliveryTask) (Record, e
 		t.DueAt, t.CreatedAt))
 }
 
-// Forget removes a delivery row the API made when its task could not be
-// published.
-func (q Queries) Forget(ctx context.Context, id uuid.UUID) error {
-	_, err := q.Pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE id = $1 AND attempts = 0`, id)
-	return err
-}
-
 // Requeued marks a failed or cancelled delivery pending again for a new
 // run (a manual resend) whose task was published; ok is false when the
-// delivery was no longer failed or cancelled at that run.
+// delivery was no longer failed or cancelled at the run before.
 func (q Queries) Requeued(ctx context.Context, r Record, run, gen int, due time.Time) (Record, bool, error) {
 	out, err := scanRecord(q.Pool.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'pending', run = $2, run_attempt = 0,
 			gen = $3, next_retry_at = $4, updated_at = now()
@@ -125,13 +118,4 @@ func (q Queries) Requeued(ctx context.Context, r Record, run, gen int, due time.
 		return Record{}, false, nil
 	}
 	return out, err == nil, err
-}
-
-// Unclaim undoes Requeued when the resend's task could not be published.
-func (q Queries) Unclaim(ctx context.Context, before Record) error {
-	_, err := q.Pool.Exec(ctx, `UPDATE webhook_deliveries SET status = $2, run = $3, run_attempt = $4, gen = $5,
-			next_retry_at = NULL, updated_at = now()
-		WHERE id = $1 AND run = $3 + 1 AND run_attempt = 0 AND status = 'pending'`,
-		before.ID, before.Status, before.Run, before.RunAttempt, before.Gen)
-	return err
 }
