@@ -112,6 +112,9 @@ type session struct {
 	// running holds the tasks being attempted: a copy of one (the same
 	// task twice on the log) waits for it, then finds it done.
 	running map[taskKey]chan struct{}
+	// ended, while a release waits for requests in flight, is closed (and
+	// cleared) when a job ends.
+	ended chan struct{}
 }
 
 type taskKey struct {
@@ -194,18 +197,28 @@ func (ss *session) release(ctx context.Context, m map[string][]int32, commit boo
 		}
 	}
 	ss.mu.Unlock()
-	deadline := time.Now().Add(ss.s.Timeout + 5*time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.NewTimer(ss.s.Timeout + 5*time.Second)
+	defer deadline.Stop()
+	for {
 		busy := 0
 		ss.mu.Lock()
 		for _, k := range gone {
 			busy += ss.parts[k].inflight
 		}
+		if busy > 0 && ss.ended == nil {
+			ss.ended = make(chan struct{})
+		}
+		ended := ss.ended
 		ss.mu.Unlock()
 		if busy == 0 {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ended:
+			continue
+		case <-deadline.C:
+		}
+		break
 	}
 	if commit {
 		ss.mu.Lock()
@@ -530,6 +543,10 @@ func (ss *session) done(j job, err error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	j.part.inflight--
+	if ss.ended != nil {
+		close(ss.ended)
+		ss.ended = nil
+	}
 	if err == nil {
 		ss.finishLocked(j.part, j.offset)
 	} else {
