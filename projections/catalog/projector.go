@@ -2,12 +2,14 @@ package catalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/printpod/pod/internal/cache"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,91 +25,259 @@ var Tables = []string{"variants", "products", "stores"}
 // dropped by: every batch of this projector announces it.
 const CacheName = "catalog"
 
-// errBadPayload marks an event that can never be applied; it is skipped.
-var errBadPayload = errors.New("bad payload")
-
-// Projector returns the consumer that builds the catalog read model.
+// Projector returns the consumer that builds the catalog read model, a
+// batch at a time: one round trip reads who owns the batch's stores and
+// products, the events are then taken in order in memory, and two
+// statements write what they left (one for the stores; one for the
+// products, their variants and the variants their events no longer list).
+// Each event states an item's whole shape, so of several events of one
+// item the last is the one written. An event that would move an item to
+// another owner (a store to another account, a product to another store)
+// is ignored, and so is a product whose store is not there, or not the
+// account's, when its event comes: as if the events were applied one by
+// one. Ids derive from their owner's (a store's from its account, a
+// product's from its store, a variant's from its product), so the
+// publisher never makes such an event.
 func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: []string{n.Topic(schemas.TopicCatalogEvents)},
 		Handle: stream.Sink(func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+			// A record that cannot be decoded, or that Postgres refuses for
+			// its data (a value out of range, a NUL byte: SQLSTATE class
+			// 22, permanent to the runner), is dead-lettered by the runner
+			// instead of stalling the partition behind it.
+			events := make([]catalogEvent, 0, len(recs))
 			for _, rec := range recs {
-				// A record that cannot be decoded, or that Postgres refuses for
-				// its data (a value out of range, a NUL byte: SQLSTATE class
-				// 22, permanent to the runner), is dead-lettered by the runner
-				// instead of stalling the partition behind it.
-				ev, err := schemas.ParseEvent(rec.Value)
+				ev, err := decode(rec.Value)
 				if err != nil {
 					return stream.Poison(fmt.Errorf("catalog record %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
-				if err := apply(ctx, tx, ev); err != nil {
-					if errors.Is(err, errBadPayload) {
-						err = stream.Poison(err)
-					}
-					return fmt.Errorf("catalog event %s: %w", ev.ID, err)
-				}
+				events = append(events, ev)
+			}
+			up, err := load(ctx, tx, events)
+			if err != nil {
+				return err
+			}
+			for _, ev := range events {
+				up.apply(ev)
 			}
 			b := &pgx.Batch{}
+			up.queue(b)
 			cache.QueueAnnounce(b, CacheName)
-			return tx.SendBatch(ctx, b).Close()
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("project catalog: %w", err)
+			}
+			return nil
 		}),
 	}
 }
 
-func apply(ctx context.Context, tx pgx.Tx, ev schemas.Event) error {
+// catalogEvent is a decoded event: one of the two set, or neither (a type
+// this projector does not apply).
+type catalogEvent struct {
+	store   *schemas.StoreUpserted
+	product *schemas.ProductUpserted
+}
+
+func decode(value []byte) (catalogEvent, error) {
+	var out catalogEvent
+	ev, err := schemas.ParseEvent(value)
+	if err != nil {
+		return out, err
+	}
 	switch ev.Type {
 	case schemas.TypeStoreUpserted:
-		var s schemas.StoreUpserted
-		if err := ev.Decode(&s); err != nil {
-			return fmt.Errorf("%w: %w", errBadPayload, err)
+		out.store = &schemas.StoreUpserted{}
+		err = ev.Decode(out.store)
+	case schemas.TypeProductUpserted:
+		out.product = &schemas.ProductUpserted{}
+		err = ev.Decode(out.product)
+	}
+	if err != nil {
+		return out, fmt.Errorf("event %s: %w", ev.ID, err)
+	}
+	return out, nil
+}
+
+// upserts are what a batch writes: the last event applied of each store
+// and product, in the order they were first met, and the owners known so
+// far.
+type upserts struct {
+	stores     []schemas.StoreUpserted
+	products   []schemas.ProductUpserted
+	storeAt    map[uuid.UUID]int       // index in stores
+	productAt  map[uuid.UUID]int       // index in products
+	storeOwner map[uuid.UUID]uuid.UUID // store id: account
+	productOf  map[uuid.UUID]uuid.UUID // product id: store
+}
+
+// load reads the owners of the stores and products the events name.
+func load(ctx context.Context, tx pgx.Tx, events []catalogEvent) (*upserts, error) {
+	u := &upserts{storeAt: map[uuid.UUID]int{}, productAt: map[uuid.UUID]int{},
+		storeOwner: map[uuid.UUID]uuid.UUID{}, productOf: map[uuid.UUID]uuid.UUID{}}
+	var storeIDs, productIDs []uuid.UUID
+	for _, ev := range events {
+		switch {
+		case ev.store != nil:
+			storeIDs = append(storeIDs, ev.store.StoreID)
+		case ev.product != nil:
+			storeIDs = append(storeIDs, ev.product.StoreID)
+			productIDs = append(productIDs, ev.product.ProductID)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO stores (store_id, account_id, name, shop_domain, status, platform_id, updated_at)
-			VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7)
+	}
+	if len(storeIDs) == 0 {
+		return u, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT store_id, account_id FROM stores WHERE store_id = ANY($1)`, storeIDs).Query(func(rows pgx.Rows) error {
+		return scanPairs(rows, u.storeOwner)
+	})
+	if len(productIDs) > 0 {
+		b.Queue(`SELECT product_id, store_id FROM products WHERE product_id = ANY($1)`, productIDs).Query(func(rows pgx.Rows) error {
+			return scanPairs(rows, u.productOf)
+		})
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("read the catalog's owners: %w", err)
+	}
+	return u, nil
+}
+
+func scanPairs(rows pgx.Rows, into map[uuid.UUID]uuid.UUID) error {
+	var k, v uuid.UUID
+	_, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error {
+		into[k] = v
+		return nil
+	})
+	return err
+}
+
+// apply takes the next event of the batch.
+func (u *upserts) apply(ev catalogEvent) {
+	switch {
+	case ev.store != nil:
+		s := *ev.store
+		if owner, ok := u.storeOwner[s.StoreID]; ok && owner != s.AccountID {
+			return
+		}
+		u.storeOwner[s.StoreID] = s.AccountID
+		if i, ok := u.storeAt[s.StoreID]; ok {
+			u.stores[i] = s
+			return
+		}
+		u.storeAt[s.StoreID] = len(u.stores)
+		u.stores = append(u.stores, s)
+	case ev.product != nil:
+		p := *ev.product
+		if owner, ok := u.storeOwner[p.StoreID]; !ok || owner != p.AccountID {
+			return
+		}
+		if store, ok := u.productOf[p.ProductID]; ok && store != p.StoreID {
+			return
+		}
+		u.productOf[p.ProductID] = p.StoreID
+		if i, ok := u.productAt[p.ProductID]; ok {
+			u.products[i] = p
+			return
+		}
+		u.productAt[p.ProductID] = len(u.products)
+		u.products = append(u.products, p)
+	}
+}
+
+// queue queues the statements that apply u.
+func (u *upserts) queue(b *pgx.Batch) {
+	if n := len(u.stores); n > 0 {
+		ids, accounts := make([]uuid.UUID, n), make([]uuid.UUID, n)
+		names, domains, statuses, platforms := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		updated := make([]time.Time, n)
+		for i, s := range u.stores {
+			ids[i], accounts[i], names[i], domains[i], statuses[i], platforms[i], updated[i] =
+				s.StoreID, s.AccountID, s.Name, s.ShopDomain, s.Status, s.PlatformID, s.UpdatedAt
+		}
+		b.Queue(`INSERT INTO stores (store_id, account_id, name, shop_domain, status, platform_id, updated_at)
+			SELECT id, account, name, domain, status, NULLIF(platform, ''), updated
+			FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+				AS s(id, account, name, domain, status, platform, updated)
 			ON CONFLICT (store_id) DO UPDATE SET name = EXCLUDED.name, shop_domain = EXCLUDED.shop_domain,
 				status = EXCLUDED.status, platform_id = EXCLUDED.platform_id, updated_at = EXCLUDED.updated_at
 			WHERE stores.account_id = EXCLUDED.account_id`,
-			s.StoreID, s.AccountID, s.Name, s.ShopDomain, s.Status, s.PlatformID, s.UpdatedAt)
-		if err != nil {
-			return fmt.Errorf("upsert store %s: %w", s.StoreID, err)
-		}
-	case schemas.TypeProductUpserted:
-		var p schemas.ProductUpserted
-		if err := ev.Decode(&p); err != nil {
-			return fmt.Errorf("%w: %w", errBadPayload, err)
-		}
-		tag, err := tx.Exec(ctx, `INSERT INTO products (product_id, store_id, account_id, title, status, platform_id, image_url, updated_at)
-			SELECT $1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8
-			FROM stores WHERE store_id = $2 AND account_id = $3
-			ON CONFLICT (product_id) DO UPDATE SET title = EXCLUDED.title, status = EXCLUDED.status,
-				platform_id = EXCLUDED.platform_id, image_url = EXCLUDED.image_url, updated_at = EXCLUDED.updated_at
-			WHERE products.store_id = EXCLUDED.store_id`,
-			p.ProductID, p.StoreID, p.AccountID, p.Title, p.Status, p.PlatformID, p.ImageURL, p.UpdatedAt)
-		if err != nil {
-			return fmt.Errorf("upsert product %s: %w", p.ProductID, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // unknown store or a product id owned by another store: ignored
-		}
-		ids := make([]string, 0, len(p.Variants))
-		batch := &pgx.Batch{}
-		for i, v := range p.Variants {
-			ids = append(ids, v.VariantID.String())
-			batch.Queue(`INSERT INTO variants (variant_id, product_id, store_id, account_id, position, title, sku, price, category, requires_yarn_type, image_url)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8::numeric, $9, $10, NULLIF($11, ''))
-				ON CONFLICT (variant_id) DO UPDATE SET position = EXCLUDED.position, title = EXCLUDED.title,
-					sku = EXCLUDED.sku, price = EXCLUDED.price, category = EXCLUDED.category,
-					requires_yarn_type = EXCLUDED.requires_yarn_type, image_url = EXCLUDED.image_url
-				WHERE variants.product_id = EXCLUDED.product_id`,
-				v.VariantID, p.ProductID, p.StoreID, p.AccountID, i, v.Title, v.SKU, v.Price, v.Category, v.RequiresYarnType, v.ImageURL)
-		}
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return fmt.Errorf("upsert variants of %s: %w", p.ProductID, err)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM variants WHERE product_id = $1 AND NOT (variant_id = ANY($2::uuid[]))`,
-			p.ProductID, ids); err != nil {
-			return fmt.Errorf("prune variants of %s: %w", p.ProductID, err)
+			ids, accounts, names, domains, statuses, platforms, updated)
+	}
+	n := len(u.products)
+	if n == 0 {
+		return
+	}
+	ids, stores, accounts := make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
+	titles, statuses, platforms, images := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	updated := make([]time.Time, n)
+	var v variantRows
+	for i, p := range u.products {
+		ids[i], stores[i], accounts[i], titles[i], statuses[i], platforms[i], images[i], updated[i] =
+			p.ProductID, p.StoreID, p.AccountID, p.Title, p.Status, p.PlatformID, p.ImageURL, p.UpdatedAt
+		for pos, cv := range p.Variants {
+			v.add(p, pos, cv)
 		}
 	}
-	return nil
+	// The variants are written for the products written only: a product
+	// ignored takes its variants with it. The two variant statements touch
+	// different rows (listed, not listed), so they can share the statement.
+	b.Queue(`WITH written AS (
+			INSERT INTO products (product_id, store_id, account_id, title, status, platform_id, image_url, updated_at)
+			SELECT p.id, p.store, p.account, p.title, p.status, NULLIF(p.platform, ''), NULLIF(p.image, ''), p.updated
+			FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
+				AS p(id, store, account, title, status, platform, image, updated)
+			JOIN stores s ON s.store_id = p.store AND s.account_id = p.account
+			ON CONFLICT (product_id) DO UPDATE SET title = EXCLUDED.title, status = EXCLUDED.status,
+				platform_id = EXCLUDED.platform_id, image_url = EXCLUDED.image_url, updated_at = EXCLUDED.updated_at
+			WHERE products.store_id = EXCLUDED.store_id
+			RETURNING product_id),
+		listed AS (
+			INSERT INTO variants (variant_id, product_id, store_id, account_id, position, title, sku, price, category,
+				requires_yarn_type, image_url)
+			SELECT v.id, v.product, v.store, v.account, v.position, v.title, v.sku, v.price::numeric, v.category,
+				ARRAY(SELECT jsonb_array_elements_text(v.yarn::jsonb)), NULLIF(v.image, '')
+			FROM unnest($9::uuid[], $10::uuid[], $11::uuid[], $12::uuid[], $13::int[], $14::text[], $15::text[], $16::text[],
+				$17::text[], $18::text[], $19::text[]) AS v(id, product, store, account, position, title, sku, price, category, yarn, image)
+			JOIN written w ON w.product_id = v.product
+			ON CONFLICT (variant_id) DO UPDATE SET position = EXCLUDED.position, title = EXCLUDED.title,
+				sku = EXCLUDED.sku, price = EXCLUDED.price, category = EXCLUDED.category,
+				requires_yarn_type = EXCLUDED.requires_yarn_type, image_url = EXCLUDED.image_url
+			WHERE variants.product_id = EXCLUDED.product_id)
+		DELETE FROM variants d USING written w
+		WHERE d.product_id = w.product_id AND NOT (d.variant_id = ANY($9::uuid[]))`,
+		ids, stores, accounts, titles, statuses, platforms, images, updated,
+		v.ids, v.products, v.stores, v.accounts, v.positions, v.titles, v.skus, v.prices, v.categories, v.yarns, v.images)
+}
+
+// variantRows are the columns of a batch's variants, one row per variant
+// id (the last of its product's list when listed twice).
+type variantRows struct {
+	ids, products, stores, accounts          []uuid.UUID
+	positions                                []int32
+	titles, skus, prices, categories, images []string
+	yarns                                    []string // JSON arrays
+	seen                                     map[uuid.UUID]int
+}
+
+func (v *variantRows) add(p schemas.ProductUpserted, pos int, cv schemas.CatalogVariant) {
+	yarn, err := codec.Marshal(cv.RequiresYarnType)
+	if err != nil || cv.RequiresYarnType == nil {
+		yarn = []byte("[]")
+	}
+	if v.seen == nil {
+		v.seen = map[uuid.UUID]int{}
+	}
+	i, ok := v.seen[cv.VariantID]
+	if !ok {
+		i = len(v.ids)
+		v.seen[cv.VariantID] = i
+		v.ids, v.products, v.stores, v.accounts = append(v.ids, uuid.Nil), append(v.products, uuid.Nil), append(v.stores, uuid.Nil), append(v.accounts, uuid.Nil)
+		v.positions, v.titles, v.skus, v.prices = append(v.positions, 0), append(v.titles, ""), append(v.skus, ""), append(v.prices, "")
+		v.categories, v.images, v.yarns = append(v.categories, ""), append(v.images, ""), append(v.yarns, "")
+	}
+	v.ids[i], v.products[i], v.stores[i], v.accounts[i] = cv.VariantID, p.ProductID, p.StoreID, p.AccountID
+	v.positions[i], v.titles[i], v.skus[i], v.prices[i] = int32(pos), cv.Title, cv.SKU, cv.Price
+	v.categories[i], v.images[i], v.yarns[i] = cv.Category, cv.ImageURL, string(yarn)
 }
