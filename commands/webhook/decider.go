@@ -108,7 +108,7 @@ func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outco
 	}
 	// Stored and announced alike, so a waiter reading either sees the same.
 	out := decider.Outcome[*clientHooks, Decision]{State: h,
-		Decision: Decision{CommandID: c.ID, WebhookID: c.WebhookID, DecidedAt: time.Now().UTC().Truncate(time.Microsecond)}}
+		Decision: Decision{CommandID: c.ID, WebhookID: c.WebhookID, DecidedAt: at.UTC().Truncate(time.Microsecond)}}
 	ch, err := Decide(h.hooks, c, at)
 	switch {
 	case errors.Is(err, ErrNotFound):

@@ -141,3 +141,23 @@ func describe(c Change) any {
 		EventType string
 	}{*c.Webhook, c.EventType}
 }
+
+// TestADecisionIsDatedByItsCommandRecord: a decision's time is the command
+// record's, not the clock's, so a batch decided again (after a crash, or
+// on a replay) stores the same decision, and a repeated request's secret
+// window runs from when the request was made.
+func TestADecisionIsDatedByItsCommandRecord(t *testing.T) {
+	d := &Decider{}
+	at := time.Date(2026, 11, 26, 9, 30, 0, 123456789, time.UTC)
+	c := Command{ID: uuid.New(), Kind: KindCreate, AccountID: uuid.New(), WebhookID: uuid.New(),
+		URL: new("https://shop.example/hooks"), Topics: []string{"order.created"}, Secret: "sealed"}
+	for _, h := range []*clientHooks{nil, newClientHooks()} {
+		out, err := d.Decide(h, c, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := at.Truncate(time.Microsecond); !out.Decision.DecidedAt.Equal(want) {
+			t.Errorf("decided at %s, want the record's time %s", out.Decision.DecidedAt, want)
+		}
+	}
+}
