@@ -18,20 +18,9 @@ type Decisions struct {
 	Notify string // the channel a decision is announced on (payload: command id)
 }
 
-// Decided returns which of ids have a decision.
-func (d Decisions) Decided(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
-	decided := map[uuid.UUID]bool{}
-	b := &pgx.Batch{}
-	d.QueueDecided(b, ids, decided)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
-	}
-	return decided, nil
-}
-
 // QueueDecided queues on b the lookup of which of ids have a decision,
-// marking them in decided when b runs: for a caller that reads more in
-// the same round trip.
+// marking them in decided when b runs, in the round trip that reads the
+// rest of the batch's state.
 func (d Decisions) QueueDecided(b *pgx.Batch, ids []uuid.UUID, decided map[uuid.UUID]bool) {
 	// One index probe per id (the LIMIT keeps the planner from turning the
 	// probes into a join): a batch of new commands reads nothing, however
