@@ -50,6 +50,14 @@ func Unavailable(what string) *Error {
 		Message: what + " is unavailable; try again shortly", RetryAfter: 2}
 }
 
+// Undecided is the 503 answered when a command is on its log but was not
+// decided in time; lookup says where else its outcome shows, if anywhere.
+func Undecided(lookup string) *Error {
+	return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+		Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key" +
+			lookup + " to learn the outcome"}
+}
+
 type errorBody struct {
 	Error   string         `json:"error"`
 	Message string         `json:"message"`

@@ -145,8 +145,7 @@ func orderError(err error) *Error {
 	case errors.Is(err, order.ErrCommandLog):
 		return Unavailable("the order log (Kafka)")
 	case errors.Is(err, order.ErrUndecided):
-		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
-			Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key, or look the order up, to learn the outcome"}
+		return Undecided(", or look the order up,")
 	}
 	return toAPIError(err)
 }

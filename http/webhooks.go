@@ -173,8 +173,7 @@ func (w *Webhooks) decide(ctx context.Context, cmd webhook.Command) (webhook.Dec
 	case errors.Is(err, webhook.ErrCommandLog):
 		return dec, Unavailable("the webhook command log (Kafka)")
 	case errors.Is(err, webhook.ErrUndecided):
-		return dec, &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
-			Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key to learn the outcome"}
+		return dec, Undecided("")
 	case err != nil:
 		return dec, err
 	}
