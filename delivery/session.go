@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type job struct {
 	part   *part
 	offset int64
 	task   schemas.DeliveryTask
+	rec    *kgo.Record // the record carrying task, for a dead letter
 }
 
 type endpoint struct {
@@ -394,7 +396,7 @@ func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
 			st.timer = time.AfterFunc(wait, func() { ss.wake(k, st) })
 			return
 		}
-		ss.dispatch(job{tp: k, part: st, offset: r.Offset, task: t})
+		ss.dispatch(job{tp: k, part: st, offset: r.Offset, task: t, rec: r})
 	}
 	st.parked = nil
 	if st.paused {
@@ -420,6 +422,27 @@ func (ss *session) deadLetter(st *part, r *kgo.Record, cause error) {
 		defer ss.mu.Unlock()
 		ss.finishLocked(st, r.Offset)
 	}()
+}
+
+// attemptRecovering makes j's attempt. A panic in it (a bug, or a task
+// that trips one) dead-letters the task with the panic as its error, as
+// the stage runner does with a record its handler panics on, instead of
+// ending the process, which would read the task again and end again. The
+// task is finished once its dead letter is on the log.
+func (ss *session) attemptRecovering(j job, sent func(time.Duration)) (err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		cause := fmt.Errorf("the sender panicked: %v", p)
+		ss.s.Log.Error("delivery attempt panicked; dead-lettering its task", "topic", j.tp.topic, "partition", j.tp.partition,
+			"offset", j.offset, "delivery", j.task.DeliveryID, "err", cause, "stack", string(debug.Stack()))
+		if err = ss.s.record(ss.ctx, stream.DeadLetterRecord(ss.s.Naming, SenderGroup, j.rec, cause, time.Now())); err == nil {
+			ss.s.DeadLetters.DeadLettered(SenderGroup)
+		}
+	}()
+	return ss.s.attempt(ss.ctx, j, sent)
 }
 
 func (ss *session) wake(k tp, st *part) {
@@ -502,7 +525,7 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 		ss.wg.Add(1)
 		go func() {
 			defer ss.wg.Done()
-			err := ss.s.attempt(ss.ctx, j, sent)
+			err := ss.attemptRecovering(j, sent)
 			sent(0)
 			if !busy {
 				ss.mu.Lock()
