@@ -217,10 +217,10 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 func (s *Sender) record(ctx context.Context, recs ...*kgo.Record) error {
 	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond))
 	var giveUp time.Time
-	for {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	return retry.Do(context.WithoutCancel(ctx), backoff, func(pctx context.Context) error {
+		pctx, cancel := context.WithTimeout(pctx, 10*time.Second)
+		defer cancel()
 		err := s.Producer.ProduceSync(pctx, recs...).FirstErr()
-		cancel()
 		if err == nil {
 			return nil
 		}
@@ -232,9 +232,8 @@ func (s *Sender) record(ctx context.Context, recs ...*kgo.Record) error {
 			}
 		}
 		s.Log.Warn("recording a delivery outcome failed; retrying", "err", err)
-		wait, _ := backoff.Next()
-		time.Sleep(wait)
-	}
+		return retry.RetryableError(err)
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
