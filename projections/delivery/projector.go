@@ -29,7 +29,8 @@ const ConsumerName = "projections.deliveries"
 // tasks and results go in rounds, each round holding a delivery at most
 // once (its n-th record of the batch goes in round n), so one statement
 // never touches a row twice and a delivery's records apply in their order;
-// the webhook facts (disabled, deleted) follow (applyOrder).
+// the webhook facts (disabled, deleted) follow, one statement for each
+// kind (applyOrder).
 func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
@@ -42,7 +43,7 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 			batch := &pgx.Batch{}
 			w := newRounds()
 			for _, rec := range ordered {
-				if err := w.add(batch, rec); err != nil {
+				if err := w.add(rec); err != nil {
 					// The runner dead-letters it; the rest go on.
 					return stream.Poison(fmt.Errorf("delivery log record %s/%d/%d: %w", rec.r.Topic, rec.r.Partition, rec.r.Offset, err))
 				}
@@ -131,12 +132,16 @@ type rounds struct {
 	// open are the deliveries whose last record so far is the task of a
 	// first run with no result yet: where that task sits.
 	open map[uuid.UUID]taskAt
+	// The batch's webhook facts: the highest generation disabled of each
+	// webhook, and the webhooks deleted.
+	disabled map[uuid.UUID]int
+	deleted  []uuid.UUID
 }
 
 type taskAt struct{ round, index int }
 
 func newRounds() *rounds {
-	return &rounds{seen: map[uuid.UUID]int{}, open: map[uuid.UUID]taskAt{}}
+	return &rounds{seen: map[uuid.UUID]int{}, open: map[uuid.UUID]taskAt{}, disabled: map[uuid.UUID]int{}}
 }
 
 func (w *rounds) round(id uuid.UUID) *round {
@@ -149,7 +154,7 @@ func (w *rounds) round(id uuid.UUID) *round {
 }
 
 // add takes a record of the batch.
-func (w *rounds) add(b *pgx.Batch, rec record) error {
+func (w *rounds) add(rec record) error {
 	r := rec.r
 	switch rec.topic {
 	case schemas.TopicWebhookDeliveries:
@@ -192,26 +197,34 @@ func (w *rounds) add(b *pgx.Batch, rec record) error {
 		}
 		switch ev.Type {
 		case schemas.TypeWebhookDisabled:
-			w.flush(b)
-			b.Queue(`UPDATE webhook_deliveries SET status = 'cancelled', last_error = 'webhook_disabled', next_retry_at = NULL,
-				updated_at = now() WHERE webhook_id = $1 AND status = 'pending' AND gen <= $2`, f.ID, f.Gen)
+			w.disabled[f.ID] = max(w.disabled[f.ID], f.Gen)
 		case schemas.TypeWebhookDeleted:
-			w.flush(b)
-			b.Queue(`DELETE FROM webhook_deliveries WHERE webhook_id = $1`, f.ID)
+			w.deleted = append(w.deleted, f.ID)
 		}
 	}
 	return nil
 }
 
-// flush queues the rounds collected so far, in order, and starts anew.
+// flush queues what was collected: the rounds in order, then the facts
+// (which applyOrder put last), a statement for each kind.
 func (w *rounds) flush(b *pgx.Batch) {
 	for _, rd := range w.list {
 		queueTasks(b, rd.tasks, rd.firsts)
 		queueResults(b, rd.results)
 	}
-	w.list = w.list[:0]
-	clear(w.seen)
-	clear(w.open)
+	if len(w.disabled) > 0 {
+		ids, gens := make([]uuid.UUID, 0, len(w.disabled)), make([]int32, 0, len(w.disabled))
+		for id, gen := range w.disabled {
+			ids, gens = append(ids, id), append(gens, int32(gen))
+		}
+		b.Queue(`UPDATE webhook_deliveries d SET status = 'cancelled', last_error = 'webhook_disabled', next_retry_at = NULL,
+				updated_at = now()
+			FROM unnest($1::uuid[], $2::int[]) AS f(id, gen)
+			WHERE d.webhook_id = f.id AND d.status = 'pending' AND d.gen <= f.gen`, ids, gens)
+	}
+	if len(w.deleted) > 0 {
+		b.Queue(`DELETE FROM webhook_deliveries WHERE webhook_id = ANY($1)`, w.deleted)
+	}
 }
 
 // queueTasks records deliveries (first attempt of a run): new rows, or a
