@@ -162,12 +162,7 @@ func (u *upserts) apply(ev catalogEvent) {
 			return
 		}
 		u.storeOwner[s.StoreID] = s.AccountID
-		if i, ok := u.storeAt[s.StoreID]; ok {
-			u.stores[i] = s
-			return
-		}
-		u.storeAt[s.StoreID] = len(u.stores)
-		u.stores = append(u.stores, s)
+		u.stores = keepLast(u.stores, u.storeAt, s.StoreID, s)
 	case ev.product != nil:
 		p := *ev.product
 		if owner, ok := u.storeOwner[p.StoreID]; !ok || owner != p.AccountID {
@@ -177,13 +172,19 @@ func (u *upserts) apply(ev catalogEvent) {
 			return
 		}
 		u.productOf[p.ProductID] = p.StoreID
-		if i, ok := u.productAt[p.ProductID]; ok {
-			u.products[i] = p
-			return
-		}
-		u.productAt[p.ProductID] = len(u.products)
-		u.products = append(u.products, p)
+		u.products = keepLast(u.products, u.productAt, p.ProductID, p)
 	}
+}
+
+// keepLast puts v, the item id's latest shape, in list: in place of an
+// earlier one (at says where), else at the end.
+func keepLast[T any](list []T, at map[uuid.UUID]int, id uuid.UUID, v T) []T {
+	if i, ok := at[id]; ok {
+		list[i] = v
+		return list
+	}
+	at[id] = len(list)
+	return append(list, v)
 }
 
 // queue queues the statements that apply u.
@@ -246,7 +247,7 @@ func (u *upserts) queue(b *pgx.Batch) {
 				requires_yarn_type = EXCLUDED.requires_yarn_type, image_url = EXCLUDED.image_url
 			WHERE variants.product_id = EXCLUDED.product_id)
 		DELETE FROM variants d USING written w
-		WHERE d.product_id = w.product_id AND NOT (d.variant_id = ANY($9::uuid[]))`,
+		WHERE d.product_id = w.product_id AND d.variant_id <> ALL($9::uuid[])`,
 		ids, stores, accounts, titles, statuses, platforms, images, updated,
 		v.ids, v.products, v.stores, v.accounts, v.positions, v.titles, v.skus, v.prices, v.categories, v.yarns, v.images)
 }
