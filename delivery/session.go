@@ -201,6 +201,7 @@ func (ss *session) release(ctx context.Context, m map[string][]int32, commit boo
 	ss.mu.Unlock()
 	deadline := time.NewTimer(ss.s.Timeout + 5*time.Second)
 	defer deadline.Stop()
+wait:
 	for {
 		busy := 0
 		ss.mu.Lock()
@@ -217,10 +218,9 @@ func (ss *session) release(ctx context.Context, m map[string][]int32, commit boo
 		}
 		select {
 		case <-ended:
-			continue
 		case <-deadline.C:
+			break wait
 		}
-		break
 	}
 	if commit {
 		ss.mu.Lock()

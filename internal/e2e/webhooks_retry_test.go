@@ -63,6 +63,18 @@ func hasStatus(status string, attempts int) func(deliveryrm.Record) error {
 	}
 }
 
+// failingWebhook starts the service with every retry wait step long, and
+// creates a webhook whose endpoint answers code to every request.
+func failingWebhook(t *testing.T, step time.Duration, code int) (*receiver, demoEnv, webhookJSON) {
+	t.Helper()
+	rc := newReceiver(t)
+	rc.respond = func(received, int) int { return code }
+	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
+	w := createWebhook(t, d.client, rc.url("/down"))
+	rc.setSecret(w.Secret)
+	return rc, d, w
+}
+
 // TestWebhookRetriesReachSevenAttempts runs the retry tiers with one-second
 // waits against an endpoint answering 500: seven attempts with one event
 // id, each after its tier's wait, then failed and on the DLQ. A manual
@@ -171,12 +183,7 @@ func readTopic(t *testing.T, brokers []string, topic string, n int) []*kgo.Recor
 // still pending then is cancelled and not counted, and a re-activation
 // starts from 0.
 func TestWebhookAutoDisableAtTen(t *testing.T) {
-	rc := newReceiver(t)
-	rc.respond = func(received, int) int { return 503 }
-	step := 30 * time.Millisecond
-	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
-	w := createWebhook(t, d.client, rc.url("/down"))
-	rc.setSecret(w.Secret)
+	rc, d, w := failingWebhook(t, 30*time.Millisecond, 503)
 
 	var first []deliveryrm.Record
 	for range 9 {
@@ -321,14 +328,9 @@ func TestDeliveryLogSweeper(t *testing.T) {
 // pod_webhook_auto_disabled_total counts one webhook, not one per failed
 // delivery past the tenth.
 func TestWebhookAutoDisableIsDecidedOnce(t *testing.T) {
-	rc := newReceiver(t)
-	rc.respond = func(received, int) int { return 503 }
 	// Every delivery takes its 7 attempts ~2 s, longer than sending them
 	// all, so dozens fail within moments of each other.
-	step := 300 * time.Millisecond
-	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
-	w := createWebhook(t, d.client, rc.url("/down"))
-	rc.setSecret(w.Secret)
+	_, d, w := failingWebhook(t, 300*time.Millisecond, 503)
 	// Send until the webhook is disabled (on a real cluster sending is
 	// slower, and the first failures can disable it before all 40 are in).
 	var sent []deliveryrm.Record
@@ -373,12 +375,7 @@ func TestWebhookAutoDisableIsDecidedOnce(t *testing.T) {
 // claimed the disable in Redis before sending it) that claim held. The
 // next failed delivery must disable the webhook.
 func TestAnAutoDisableLostInACrashIsSentByTheNextFailure(t *testing.T) {
-	rc := newReceiver(t)
-	rc.respond = func(received, int) int { return 503 }
-	step := 30 * time.Millisecond
-	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
-	w := createWebhook(t, d.client, rc.url("/down"))
-	rc.setSecret(w.Secret)
+	_, d, w := failingWebhook(t, 30*time.Millisecond, 503)
 	ctx := context.Background()
 	const gen = 1 // a new webhook's activation generation
 	for range delivery.FailureLimit {
@@ -410,12 +407,7 @@ func TestAnAutoDisableLostInACrashIsSentByTheNextFailure(t *testing.T) {
 // again; however many were answered 202, the delivery gets one new run:
 // one more request to the endpoint, with the same event id.
 func TestRacingResendsMakeOneRun(t *testing.T) {
-	rc := newReceiver(t)
-	rc.respond = func(received, int) int { return 500 }
-	step := 30 * time.Millisecond
-	d := startDemo(t, allow(rc), webhookDelays(step, step, step, step, step, step))
-	w := createWebhook(t, d.client, rc.url("/flaky"))
-	rc.setSecret(w.Secret)
+	rc, d, w := failingWebhook(t, 30*time.Millisecond, 500)
 	rec := sendTest(t, d.client, w.ID)
 	waitDelivery(t, d.client, w.ID, rec.ID, 30*time.Second, hasStatus("failed", 7))
 	rc.mu.Lock()
