@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/printpod/pod/internal/uri"
 	"github.com/valyala/fasthttp"
 )
 
@@ -56,7 +57,7 @@ const (
 func refuse(reason string) error { return &URLError{Reason: reason} }
 
 // CheckURL validates a webhook URL when it is registered or updated: an
-// absolute http(s) URI (only the characters ValidURI lets through) naming a
+// absolute http(s) URI (only the characters uri.Valid lets through) naming a
 // host that is not private. It does no DNS lookups: names are checked again, after resolution, at connect time.
 // The result is nil or a *URLError.
 func (g *Guard) CheckURL(raw string) error {
@@ -66,7 +67,7 @@ func (g *Guard) CheckURL(raw string) error {
 	if len(raw) > maxURLLen && utf8.RuneCountInString(raw) > maxURLLen {
 		return refuse("url must be at most 2048 characters")
 	}
-	if err := ValidURI(raw); err != nil {
+	if err := uri.Valid(raw); err != nil {
 		return refuse("url " + err.Error())
 	}
 	u, err := url.Parse(raw)

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"errors"
+	"github.com/printpod/pod/internal/uri"
 	"net"
 	"net/netip"
 	"net/url"
@@ -95,7 +96,7 @@ func FuzzCheckURL(f *testing.F) {
 			return
 		}
 
-		if verr := ValidURI(raw); verr != nil {
+		if verr := uri.Valid(raw); verr != nil {
 			t.Fatalf("accepted %q, which is not a URI: %v", raw, verr)
 		}
 		if u.Scheme != "http" && u.Scheme != "https" {

@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/printpod/pod/delivery"
+	"github.com/printpod/pod/internal/uri"
 	"github.com/printpod/pod/schemas"
 	"github.com/shopspring/decimal"
 	"golang.org/x/text/unicode/norm"
@@ -124,7 +124,7 @@ func Validate(r CreateRequest, variants map[uuid.UUID]Variant, rates Rates) (Dra
 		if !isHTTPURL(d.LabelLink) {
 			return Draft{}, fieldErr("label_link", "label_link must be an http(s) URL of the label file")
 		}
-		if err := delivery.ValidURI(d.LabelLink); err != nil {
+		if err := uri.Valid(d.LabelLink); err != nil {
 			return Draft{}, fieldErr("label_link", "label_link %v", err)
 		}
 	} else {
@@ -248,7 +248,7 @@ func validateLine(p string, l LineRequest, variants map[uuid.UUID]Variant, rates
 		if len(u) > maxURLLength || !isHTTPURL(u) {
 			return fail(".sides."+k, "%s.sides.%s must be an image URL starting with http:// or https:// (at most %d characters)", p, k, maxURLLength)
 		}
-		if err := delivery.ValidURI(u); err != nil {
+		if err := uri.Valid(u); err != nil {
 			return fail(".sides."+k, "%s.sides.%s %v", p, k, err)
 		}
 		if k != MockupSide {

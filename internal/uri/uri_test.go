@@ -1,4 +1,4 @@
-package delivery
+package uri
 
 import (
 	"errors"
@@ -28,20 +28,20 @@ func TestValidURI(t *testing.T) {
 		{"a\xc3", 2, "contains the byte 0xC3 (not UTF-8) at position 2, which a URI may not hold unescaped; percent-encode it as %C3"},
 	}
 	for _, c := range cases {
-		err := ValidURI(c.s)
+		err := Valid(c.s)
 		if c.pos == 0 {
 			if err != nil {
-				t.Errorf("ValidURI(%q) = %v, want nil", c.s, err)
+				t.Errorf("Valid(%q) = %v, want nil", c.s, err)
 			}
 			continue
 		}
-		var ue *URIError
+		var ue *Error
 		if !errors.As(err, &ue) {
-			t.Errorf("ValidURI(%q) = %v, want a *URIError", c.s, err)
+			t.Errorf("Valid(%q) = %v, want a *Error", c.s, err)
 			continue
 		}
 		if ue.Pos != c.pos || ue.Error() != c.want {
-			t.Errorf("ValidURI(%q) = %d %q, want %d %q", c.s, ue.Pos, ue.Error(), c.pos, c.want)
+			t.Errorf("Valid(%q) = %d %q, want %d %q", c.s, ue.Pos, ue.Error(), c.pos, c.want)
 		}
 	}
 	// Every byte alone: exactly the unreserved and reserved characters pass.
@@ -51,8 +51,8 @@ func TestValidURI(t *testing.T) {
 		for _, c := range []byte("-._~:/?#[]@!$&'()*+,;=") {
 			ok = ok || byte(b) == c
 		}
-		if got := ValidURI(s) == nil; got != ok {
-			t.Errorf("ValidURI(%q) valid = %v, want %v", s, got, ok)
+		if got := Valid(s) == nil; got != ok {
+			t.Errorf("Valid(%q) valid = %v, want %v", s, got, ok)
 		}
 	}
 }

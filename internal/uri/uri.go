@@ -1,32 +1,33 @@
-package delivery
+package uri
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// URIError is why a string is not a URI: the first character a URI may not
+// Error is why a string is not a URI: the first character a URI may not
 // hold. Reason reads after the name of the field ("url contains a space
 // at position 20, ...").
-type URIError struct {
+type Error struct {
 	Pos    int // 1-based position (in characters) of the offending character
 	Reason string
 }
 
-func (e *URIError) Error() string { return e.Reason }
+func (e *Error) Error() string { return e.Reason }
 
-// ValidURI checks that s holds only what RFC 3986 lets a URI hold:
+// Valid checks that s holds only what RFC 3986 lets a URI hold:
 // unreserved characters (ALPHA DIGIT - . _ ~), reserved ones (: / ? # [ ]
 // @ ! $ & ' ( ) * + , ; =) and %XX escapes (two hex digits). A space, < > "
 // { } | \ ^ `, a control character, any non-ASCII character or a % not
-// followed by two hex digits is refused with a *URIError naming the first
+// followed by two hex digits is refused with a *Error naming the first
 // one and how to escape it. Only the characters are checked: callers parse
 // the URI for its structure (scheme, host) themselves.
 //
 // Webhook URLs (Guard.CheckURL), order image URLs and label links share
 // this rule.
-func ValidURI(s string) error {
+func Valid(s string) error {
 	pos := 0
 	for i := 0; i < len(s); {
 		pos++
@@ -35,8 +36,8 @@ func ValidURI(s string) error {
 		case uriChar(c):
 			i++
 		case c == '%':
-			if i+2 >= len(s) || hexVal(s[i+1]) < 0 || hexVal(s[i+2]) < 0 {
-				return &URIError{Pos: pos, Reason: fmt.Sprintf(
+			if i+2 >= len(s) || !hexByte(s[i+1:i+3]) {
+				return &Error{Pos: pos, Reason: fmt.Sprintf(
 					"contains '%%' at position %d not followed by two hex digits; a URI writes a literal '%%' as %%25", pos)}
 			}
 			i += 3
@@ -56,7 +57,7 @@ func ValidURI(s string) error {
 			default:
 				name = fmt.Sprintf("'%c' (U+%04X)", r, r)
 			}
-			return &URIError{Pos: pos, Reason: fmt.Sprintf(
+			return &Error{Pos: pos, Reason: fmt.Sprintf(
 				"contains %s at position %d, which a URI may not hold unescaped; percent-encode it as %s", name, pos, percentEncode(s[i:i+n]))}
 		}
 	}
@@ -78,4 +79,10 @@ func percentEncode(s string) string {
 		fmt.Fprintf(&b, "%%%02X", s[i])
 	}
 	return b.String()
+}
+
+// hexByte reports whether two characters are hex digits.
+func hexByte(s string) bool {
+	_, err := strconv.ParseUint(s, 16, 8)
+	return err == nil
 }
