@@ -213,7 +213,9 @@ func (u *upserts) queue(b *pgx.Batch) {
 	ids, stores, accounts := make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
 	titles, statuses, platforms, images := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	updated := make([]time.Time, n)
-	var v variantRows
+	// Never nil: pgx sends a nil slice as NULL, and <> ALL(NULL) would
+	// prune nothing from a product whose event lists no variant.
+	v := variantRows{ids: []uuid.UUID{}}
 	for i, p := range u.products {
 		ids[i], stores[i], accounts[i], titles[i], statuses[i], platforms[i], images[i], updated[i] =
 			p.ProductID, p.StoreID, p.AccountID, p.Title, p.Status, p.PlatformID, p.ImageURL, p.UpdatedAt
@@ -253,7 +255,8 @@ func (u *upserts) queue(b *pgx.Batch) {
 }
 
 // variantRows are the columns of a batch's variants, one row per variant
-// id (the last of its product's list when listed twice).
+// id (the last listing when listed twice; ids derive from their product's,
+// so only one product lists a variant).
 type variantRows struct {
 	ids, products, stores, accounts          []uuid.UUID
 	positions                                []int32

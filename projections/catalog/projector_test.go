@@ -53,6 +53,15 @@ func TestTheCatalogIsTheSameHoweverItsEventsAreBatched(t *testing.T) {
 				}
 			}, 1, 1, 2,
 		},
+		"a product emptied of its variants, alone in its batch": {
+			func(a uuid.UUID, id *catalogIDs) []*kgo.Record {
+				return []*kgo.Record{
+					storeEvent(t, a, id.store, "Shop", "ACTIVE"),
+					productEvent(t, a, id.store, id.product, "Tee", id.variant(0, "10.00"), id.variant(1, "11.00")),
+					productEvent(t, a, id.store, id.product, "Tee, retired"),
+				}
+			}, 1, 1, 0,
+		},
 		"a store renamed and paused between its products": {
 			func(a uuid.UUID, id *catalogIDs) []*kgo.Record {
 				return []*kgo.Record{
