@@ -139,9 +139,11 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 	var answer Attempted
 	if active {
 		start := time.Now()
-		s.Metrics.addInFlight(1)
-		answer.Code, answer.Failure = s.send(hook, t)
-		s.Metrics.addInFlight(-1)
+		func() {
+			s.Metrics.addInFlight(1)
+			defer s.Metrics.addInFlight(-1) // a panic in send included
+			answer.Code, answer.Failure = s.send(hook, t)
+		}()
 		took := time.Since(start)
 		answer.At = time.Now()
 		sent(took)
