@@ -111,8 +111,8 @@ func (s *Sender) Run(ctx context.Context) {
 //
 // sent, when not nil, is called once the request is over (with its
 // duration) or known not to be made (with 0), before the outcome is
-// recorded.
-func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) error {
+// recorded; recorded, when not nil, once the outcome is on the log.
+func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration), recorded func()) error {
 	if sent == nil {
 		sent = func(time.Duration) {}
 	}
@@ -190,6 +190,9 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration)) e
 		Headers: []kgo.RecordHeader{{Key: "status", Value: []byte(res.Status)}}})
 	if err := s.record(ctx, recs...); err != nil {
 		return err
+	}
+	if recorded != nil {
+		recorded()
 	}
 	rctx := context.WithoutCancel(ctx)
 	_ = s.Marks.Done(rctx, t)

@@ -428,21 +428,31 @@ func (ss *session) deadLetter(st *part, r *kgo.Record, cause error) {
 // that trips one) dead-letters the task with the panic as its error, as
 // the stage runner does with a record its handler panics on, instead of
 // ending the process, which would read the task again and end again. The
-// task is finished once its dead letter is on the log.
+// task is finished once its dead letter is on the log. A panic after the
+// attempt's outcome is on the log only ends the attempt: the task is
+// done, and a dead letter of it, redriven, would deliver it again.
 func (ss *session) attemptRecovering(j job, sent func(time.Duration)) (err error) {
+	recorded := false
 	defer func() {
 		p := recover()
 		if p == nil {
 			return
 		}
 		cause := fmt.Errorf("the sender panicked: %v", p)
+		if recorded {
+			ss.s.Log.Error("delivery attempt panicked after its outcome was recorded", "topic", j.tp.topic,
+				"partition", j.tp.partition, "offset", j.offset, "delivery", j.task.DeliveryID, "err", cause,
+				"stack", string(debug.Stack()))
+			err = nil
+			return
+		}
 		ss.s.Log.Error("delivery attempt panicked; dead-lettering its task", "topic", j.tp.topic, "partition", j.tp.partition,
 			"offset", j.offset, "delivery", j.task.DeliveryID, "err", cause, "stack", string(debug.Stack()))
 		if err = ss.s.record(ss.ctx, stream.DeadLetterRecord(ss.s.Naming, SenderGroup, j.rec, cause, time.Now())); err == nil {
 			ss.s.DeadLetters.DeadLettered(SenderGroup)
 		}
 	}()
-	return ss.s.attempt(ss.ctx, j, sent)
+	return ss.s.attempt(ss.ctx, j, sent, func() { recorded = true })
 }
 
 func (ss *session) wake(k tp, st *part) {
