@@ -205,10 +205,12 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration), r
 		// limit sends it: the command's id derives from the webhook and
 		// generation, so the decider decides it once, and a sender that
 		// stopped before sending it leaves it to the next failure. The one
-		// failure that reached the limit logs and counts it.
+		// failure that reached the limit logs and counts it, sent now or by
+		// a later failure.
 		if err := s.Disable(rctx, t.WebhookID, t.AccountID, t.Gen); err != nil {
 			s.Log.Warn("auto-disable command not sent; the next failed delivery sends it", "webhook", t.WebhookID, "err", err)
-		} else if streak == FailureLimit {
+		}
+		if streak == FailureLimit {
 			s.Log.Info("webhook auto-disabled after consecutive failed deliveries", "webhook", t.WebhookID)
 			s.Metrics.autoDisabled()
 		}
