@@ -243,4 +243,14 @@ func (s *Sender) record(ctx context.Context, recs ...*kgo.Record) error {
 	})
 }
 
+// deadLetter puts r on the sender's dead-letter topic with cause, as a
+// stage's dead letter is made (stream.DeadLetterRecord), and counts it.
+func (s *Sender) deadLetter(ctx context.Context, r *kgo.Record, cause error) error {
+	if err := s.record(ctx, stream.DeadLetterRecord(s.Naming, SenderGroup, r, cause, time.Now())); err != nil {
+		return err
+	}
+	s.DeadLetters.DeadLettered(SenderGroup)
+	return nil
+}
+
 func ptr[T any](v T) *T { return &v }

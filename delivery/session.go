@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/codec"
-	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -412,12 +411,10 @@ func (ss *session) advance(k tp, st *part, recs []*kgo.Record) {
 // uncommitted and is read, and dead-lettered, again. Called with mu held.
 func (ss *session) deadLetter(st *part, r *kgo.Record, cause error) {
 	ss.s.Log.Error("dead-lettering undecodable delivery task", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", cause)
-	dl := stream.DeadLetterRecord(ss.s.Naming, SenderGroup, r, cause, time.Now())
 	go func() {
-		if err := ss.s.record(ss.ctx, dl); err != nil {
+		if err := ss.s.deadLetter(ss.ctx, r, cause); err != nil {
 			return
 		}
-		ss.s.DeadLetters.DeadLettered(SenderGroup)
 		ss.mu.Lock()
 		defer ss.mu.Unlock()
 		ss.finishLocked(st, r.Offset)
@@ -439,17 +436,15 @@ func (ss *session) attemptRecovering(j job, sent func(time.Duration)) (err error
 			return
 		}
 		cause := fmt.Errorf("the sender panicked: %v", p)
+		msg := "delivery attempt panicked; dead-lettering its task"
 		if recorded {
-			ss.s.Log.Error("delivery attempt panicked after its outcome was recorded", "topic", j.tp.topic,
-				"partition", j.tp.partition, "offset", j.offset, "delivery", j.task.DeliveryID, "err", cause,
-				"stack", string(debug.Stack()))
-			err = nil
-			return
+			msg = "delivery attempt panicked after its outcome was recorded"
 		}
-		ss.s.Log.Error("delivery attempt panicked; dead-lettering its task", "topic", j.tp.topic, "partition", j.tp.partition,
-			"offset", j.offset, "delivery", j.task.DeliveryID, "err", cause, "stack", string(debug.Stack()))
-		if err = ss.s.record(ss.ctx, stream.DeadLetterRecord(ss.s.Naming, SenderGroup, j.rec, cause, time.Now())); err == nil {
-			ss.s.DeadLetters.DeadLettered(SenderGroup)
+		ss.s.Log.Error(msg, "topic", j.tp.topic, "partition", j.tp.partition, "offset", j.offset,
+			"delivery", j.task.DeliveryID, "err", cause, "stack", string(debug.Stack()))
+		err = nil
+		if !recorded {
+			err = ss.s.deadLetter(ss.ctx, j.rec, cause)
 		}
 	}()
 	return ss.s.attempt(ss.ctx, j, sent, func() { recorded = true })
