@@ -36,6 +36,11 @@ func parseLimit(c *fiber.Ctx) (int, error) {
 
 // parseCursor decodes ?cursor into key; it reports whether one was given.
 // Cursors are opaque to clients: base64url of a JSON keyset position.
+//
+// A cursor is request text that reaches a query, so the position it holds
+// keeps the input rules every request body keeps (CheckJSON): a text key
+// with U+0000 or invalid UTF-8 is a malformed cursor, never a query that
+// Postgres refuses.
 func parseCursor(c *fiber.Ctx, key any) (bool, error) {
 	raw := c.Query("cursor")
 	if raw == "" {
@@ -43,7 +48,7 @@ func parseCursor(c *fiber.Ctx, key any) (bool, error) {
 	}
 	malformed := Validation("cursor", "cursor is malformed; pass next_cursor from a previous page unchanged")
 	b, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil || json.Unmarshal(b, key) != nil {
+	if err != nil || CheckJSON(b) != nil || json.Unmarshal(b, key) != nil {
 		return false, malformed
 	}
 	// A cursor this list issued encodes back to the same bytes; anything

@@ -83,6 +83,9 @@ func FuzzAPI(f *testing.F) {
 	}
 	f.Add(uint8(0), "", []byte(strings.Replace(string(orderBody), `"fuzz-seed"`, `"\ud800\u0000"`, 1)))
 	f.Add(uint8(9), "q=%00&search_type=sku", []byte(nil))
+	// Cursors forged with a NUL as the text key of the position.
+	f.Add(uint8(8), "cursor=eyJuIjoiXHUwMDAwIiwiaSI6IjAwMDAwMDAwLTAwMDAtMDAwMC0wMDAwLTAwMDAwMDAwMDAwMCJ9", []byte(nil))
+	f.Add(uint8(9), "cursor=eyJ0IjoiXHUwMDAwIiwiaSI6IjAwMDAwMDAwLTAwMDAtMDAwMC0wMDAwLTAwMDAwMDAwMDAwMCJ9", []byte(nil))
 
 	f.Cleanup(func() {
 		// Whatever the inputs did to the demo account's webhooks, the
