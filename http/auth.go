@@ -26,6 +26,7 @@ type Authenticator interface {
 const (
 	localAccount = "account"
 	localToken   = "token_hash"
+	localSeed    = "command_seed"
 )
 
 func unauthorized(msg string) *Error {

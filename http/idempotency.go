@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/wait"
@@ -89,11 +91,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 					continue
 				}
 				if prev.Digest != digest {
-					answer = func() error {
-						return &Error{Code: schemas.CodeIdempotencyReused,
-							Message: "this Idempotency-Key was used with a different request body; use a new key for a new request",
-							Details: map[string]any{"field": "Idempotency-Key"}}
-					}
+					answer = keyReused
 					return true, nil
 				}
 				if prev.State == "done" {
@@ -117,8 +115,15 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		if answer != nil {
 			return answer()
 		}
+		seed, err := commandSeed(ctx, rdb, rkey, digest)
+		if err != nil {
+			rdb.Del(ctx, rkey)
+			rdb.Publish(ctx, keyDone(rkey), "released")
+			return err
+		}
+		c.Locals(localSeed, seed)
 
-		err := c.Next()
+		err = c.Next()
 		if err != nil {
 			// Render the error now, so the stored bytes are what was sent.
 			if herr := c.App().ErrorHandler(c, err); herr != nil {
@@ -148,6 +153,36 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		rdb.Publish(bg, keyDone(rkey), "done")
 		return nil
 	}
+}
+
+// commandSeed is the seed of the ids of the commands a keyed POST sends
+// (commandID), kept beside the key for the window from its first run:
+// random, so a key used again after the window makes new commands, and
+// kept with the request's digest, so a repeat after an answer that was
+// not kept (a 5xx, a process that died mid-request) sends the same
+// commands again, which are decided once. Another body under the key is
+// refused, as it is while the answer is kept.
+func commandSeed(ctx context.Context, rdb *redis.Client, rkey, digest string) (uuid.UUID, error) {
+	seed := uuid.New()
+	prev, err := rdb.SetArgs(ctx, rkey+":seed", digest+" "+seed.String(), redis.SetArgs{Mode: "NX", Get: true, TTL: IdempotencyWindow}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return seed, nil
+	case err != nil:
+		return uuid.Nil, Unavailable("the idempotency store (Redis)")
+	}
+	d, s, _ := strings.Cut(prev, " ")
+	if d != digest {
+		return uuid.Nil, keyReused()
+	}
+	return uuid.Parse(s)
+}
+
+// keyReused refuses a request whose Idempotency-Key came with another body.
+func keyReused() error {
+	return &Error{Code: schemas.CodeIdempotencyReused,
+		Message: "this Idempotency-Key was used with a different request body; use a new key for a new request",
+		Details: map[string]any{"field": "Idempotency-Key"}}
 }
 
 // keyDone is the Redis channel on which a request announces that it is

@@ -157,19 +157,20 @@ func (o *Orders) awaitProjection(ctx context.Context, id uuid.UUID, version int)
 }
 
 // commandID is the id of the command a request sends: derived from its
-// Idempotency-Key when it has one, so a repeat after an undecided 503
-// waits for the same command instead of sending a second one.
+// Idempotency-Key's seed when it has one (a POST; see commandSeed), so a
+// repeat after an undecided 503 waits for the same command instead of
+// sending a second one.
 func commandID(c *fiber.Ctx, what string) uuid.UUID {
-	key := c.Get("Idempotency-Key")
-	if key == "" {
+	seed, ok := c.Locals(localSeed).(uuid.UUID)
+	if !ok {
 		return uuid.New()
 	}
-	return uuid.NewSHA1(accountOf(c), []byte(what+"\n"+key))
+	return uuid.NewSHA1(seed, []byte(what))
 }
 
 func (o *Orders) postOrder(c *fiber.Ctx) error {
 	in := order.CreateInput{AccountID: accountOf(c), Body: c.Body(), Via: "api"}
-	if c.Get("Idempotency-Key") != "" {
+	if _, keyed := c.Locals(localSeed).(uuid.UUID); keyed {
 		in.CommandID = commandID(c, "create")
 		in.DefaultReference = "idem-" + in.CommandID.String()
 	}

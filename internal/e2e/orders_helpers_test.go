@@ -170,7 +170,11 @@ func orderEvents(t *testing.T, d demoEnv, id uuid.UUID, want int) []schemas.Even
 }
 
 func newJSONRequest(c *testenv.Client, path string, raw []byte) (*http.Request, error) {
-	req, err := http.NewRequest("POST", c.Base+path, bytes.NewReader(raw))
+	return newRequest(c, "POST", path, raw)
+}
+
+func newRequest(c *testenv.Client, method, path string, raw []byte) (*http.Request, error) {
+	req, err := http.NewRequest(method, c.Base+path, bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +186,13 @@ func newJSONRequest(c *testenv.Client, path string, raw []byte) (*http.Request, 
 // postWithKey POSTs the JSON body to path as c, with an Idempotency-Key.
 func postWithKey(t testing.TB, c *testenv.Client, path, key string, body []byte) testenv.Response {
 	t.Helper()
-	req, err := newJSONRequest(c, path, body)
+	return doWithKey(t, c, "POST", path, key, body)
+}
+
+// doWithKey sends the JSON body to path as c, with an Idempotency-Key.
+func doWithKey(t testing.TB, c *testenv.Client, method, path, key string, body []byte) testenv.Response {
+	t.Helper()
+	req, err := newRequest(c, method, path, body)
 	if err != nil {
 		t.Fatal(err)
 	}

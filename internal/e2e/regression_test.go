@@ -44,6 +44,12 @@ func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
 		t.Fatalf("want 503 undecided: %d %s / %d %s", r1.Status, r1.Body, r2.Status, r2.Body)
 	}
 	t.Logf("first answers: %s", r1.Body)
+	// The key is tied to its body for the window even though the 503 was
+	// not kept: another body under it is refused, not answered with the
+	// first body's order.
+	if r := postWithKey(t, d.client, "/v1/orders/pod", k1, noRef); r.Status != 422 || r.Err(t).Error != schemas.CodeIdempotencyReused {
+		t.Errorf("another body under the key of an undecided create: %d %s", r.Status, r.Body)
+	}
 	// The decider comes up (same DB and broker): the recorded commands are decided.
 	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider} })
 	id := order.OrderID(d.store(t, "ACTIVE").StoreID, "undecided-1")
@@ -68,6 +74,75 @@ func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
 	}
 	if len(page.Data) != 2 {
 		t.Errorf("two idempotent requests made %d orders, want 2", len(page.Data))
+	}
+}
+
+// forgetKeys removes every Idempotency-Key record kept in Redis whose
+// name matches suffix ("" for all): the answers, the command seeds or both.
+func forgetKeys(t *testing.T, d demoEnv, suffix string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := d.app.Redis.Keys(ctx, d.cfg.RedisPrefix+"idem:*"+suffix).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if suffix == "" || strings.HasSuffix(k, suffix) {
+			d.app.Redis.Del(ctx, k)
+		}
+	}
+}
+
+// Finding: a command's id came from the account and the Idempotency-Key
+// alone, so once the key's 24 h were over, a create with another body
+// under it was answered 201 from the first order's decision, with an
+// order id that was never created.
+// A key used again after its window is a new request.
+func TestAKeyUsedAgainAfterItsWindowIsANewRequest(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	first, _ := json.Marshal(tshirtOrder(v.VariantID, "window-1", 1))
+	second, _ := json.Marshal(tshirtOrder(v.VariantID, "window-2", 2))
+	if r := postWithKey(t, d.client, "/v1/orders/pod", "k-window", first); r.Status != 201 {
+		t.Fatalf("first create: %d %s", r.Status, r.Body)
+	}
+	forgetKeys(t, d, "") // the window is over
+	r := postWithKey(t, d.client, "/v1/orders/pod", "k-window", second)
+	var o orderrm.Order
+	r.JSON(t, &o)
+	if r.Status != 201 || o.ReferenceID != "window-2" {
+		t.Fatalf("second create under the old key: %d %s", r.Status, r.Body)
+	}
+	if g := d.client.Get("/v1/orders/pod/" + o.OrderID.String()); g.Status != 200 {
+		t.Errorf("the order the second create answered with: GET %d %s", g.Status, g.Body)
+	}
+}
+
+// Finding: PATCH and DELETE derived their command ids from the key too,
+// without the webhook or the body, so the second of two requests under
+// one key was answered from the first one's decision and did nothing.
+// An Idempotency-Key ties only POSTs together.
+func TestAKeyDoesNotTiePatchesOrDeletesTogether(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc))
+	w1 := createWebhook(t, d.client, rc.url("/one"))
+	w2 := createWebhook(t, d.client, rc.url("/two"))
+	for _, active := range []bool{false, true} {
+		body, _ := json.Marshal(map[string]any{"is_active": active})
+		r := doWithKey(t, d.client, "PATCH", "/v1/me/webhooks/"+w2.ID.String(), "k-patch", body)
+		var w webhookJSON
+		r.JSON(t, &w)
+		if r.Status != 200 || w.IsActive != active {
+			t.Errorf("PATCH is_active %v: %d %s", active, r.Status, r.Body)
+		}
+	}
+	for _, w := range []webhookJSON{w1, w2} {
+		if r := doWithKey(t, d.client, "DELETE", "/v1/me/webhooks/"+w.ID.String(), "k-delete", nil); r.Status != 204 {
+			t.Errorf("DELETE %s: %d %s", w.ID, r.Status, r.Body)
+		}
+		if r := d.client.Get("/v1/me/webhooks/" + w.ID.String()); r.Status != 404 {
+			t.Errorf("GET of a deleted webhook: %d %s", r.Status, r.Body)
+		}
 	}
 }
 
