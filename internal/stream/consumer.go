@@ -304,7 +304,7 @@ func (r *Runner) policies(c Consumer, log *slog.Logger, logStart logStartFunc) S
 	step := Step(func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
 		return r.apply(ctx, c, logStart, recs)
 	})
-	for _, p := range []Policy{recovering(c.Name), r.measuring(c.Name), retrying(log), r.isolating(c, log)} {
+	for _, p := range []Policy{recovering(c.Name), r.measuring(c.Name), retrying(log), r.isolating(c, log, logStart)} {
 		step = p(step)
 	}
 	return step
@@ -390,7 +390,7 @@ func retrying(log *slog.Logger) Policy {
 // go on. Every piece commits its own records with their offsets, so each
 // good record is still applied exactly once. It returns the records
 // applied (not the dead letters).
-func (r *Runner) isolating(c Consumer, log *slog.Logger) Policy {
+func (r *Runner) isolating(c Consumer, log *slog.Logger, logStart logStartFunc) Policy {
 	return func(next Step) Step {
 		var isolate Step
 		isolate = func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
@@ -400,7 +400,7 @@ func (r *Runner) isolating(c Consumer, log *slog.Logger) Policy {
 				return applied, err
 			}
 			if len(recs) == 1 {
-				return nil, r.deadLetterWithRetry(ctx, c, log, recs[0], poisoned.err)
+				return nil, r.deadLetterWithRetry(ctx, c, log, logStart, recs[0], poisoned.err)
 			}
 			log.Warn("batch fails permanently; narrowing it down", "records", len(recs), "err", poisoned.err)
 			mid := len(recs) / 2
@@ -417,12 +417,12 @@ func (r *Runner) isolating(c Consumer, log *slog.Logger) Policy {
 
 // deadLetterWithRetry dead-letters rec, retrying (Kafka or Postgres being
 // down is transient) until it is done or ctx ends.
-func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.Logger, rec *kgo.Record, cause error) error {
+func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.Logger, logStart logStartFunc, rec *kgo.Record, cause error) error {
 	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
 	return retry.Do(ctx, backoff, func(ctx context.Context) error {
 		dlCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		done, err := r.deadLetter(dlCtx, c, rec, cause)
+		done, err := r.deadLetter(dlCtx, c, logStart, rec, cause)
 		if errors.Is(err, errRejoin) || ctx.Err() != nil {
 			return err
 		}
@@ -480,18 +480,9 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		}
 		part = part[i:]
 		if len(part) > 0 && part[0].Offset > stored[k] {
-			// The stored offset is behind what was fetched: a replay rewound
-			// it, so re-read from there, unless the log no longer holds the
-			// records in between (retention deleted them).
-			start, err := logStart(ctx, k.topic, k.partition)
-			if err != nil {
-				return nil, fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
+			if err := r.behind(ctx, c, logStart, k, stored[k]); err != nil {
+				return nil, err
 			}
-			if stored[k] >= start {
-				return nil, errRejoin
-			}
-			r.Log.Warn("records before the log start are gone; continuing", "consumer", c.Name,
-				"topic", k.topic, "partition", k.partition, "stored", stored[k], "log_start", start)
 		}
 		if len(part) == 0 {
 			continue
@@ -594,6 +585,23 @@ func keyColumns(keys []tp) ([]string, []int32) {
 		topics[i], parts[i] = k.topic, k.partition
 	}
 	return topics, parts
+}
+
+// behind decides what to do when the records fetched for k start past its
+// stored offset: a replay rewound it, so re-read from there (errRejoin),
+// unless the log no longer holds the records in between (retention deleted
+// them), which is logged and passed over.
+func (r *Runner) behind(ctx context.Context, c Consumer, logStart logStartFunc, k tp, stored int64) error {
+	start, err := logStart(ctx, k.topic, k.partition)
+	if err != nil {
+		return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
+	}
+	if stored >= start {
+		return errRejoin
+	}
+	r.Log.Warn("records before the log start are gone; continuing", "consumer", c.Name,
+		"topic", k.topic, "partition", k.partition, "stored", stored, "log_start", start)
+	return nil
 }
 
 // logStartFunc tells the first offset a partition's log still holds.

@@ -93,7 +93,7 @@ func IsPermanent(err error) bool {
 // it was, and the record is dead-lettered a second time after the restart
 // (podctl dlq list then shows it twice). It is never lost. It reports
 // whether the record was dead-lettered (false: already past it).
-func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, cause error) (bool, error) {
+func (r *Runner) deadLetter(ctx context.Context, c Consumer, logStart logStartFunc, rec *kgo.Record, cause error) (bool, error) {
 	if r.Producer == nil {
 		return false, errors.New("no dead-letter producer configured")
 	}
@@ -111,7 +111,11 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, rec *kgo.Record, ca
 	case stored > rec.Offset:
 		return false, nil // applied or dead-lettered already
 	case stored < rec.Offset:
-		return false, errRejoin // rewound under us: re-read
+		// Rewound under us (re-read), or the first record after a gap
+		// retention left, as in apply.
+		if err := r.behind(ctx, c, logStart, k, stored); err != nil {
+			return false, err
+		}
 	}
 	dl := DeadLetterRecord(r.Naming, c.Name, rec, cause, time.Now())
 	if err := r.Producer.ProduceSync(ctx, dl).FirstErr(); err != nil {

@@ -137,6 +137,38 @@ func header(r *kgo.Record, key string) string {
 	return ""
 }
 
+// A poison record that is the first the log holds after records retention
+// deleted (a new group, or offsets cleared by a replay, behind a log start
+// of 500) is dead-lettered and passed, as apply passes the gap. It once
+// made the consumer rejoin, seek to 0 and be reset to the same record, for
+// good, stopping the partition for every tenant.
+func TestAPoisonRecordFirstAfterARetentionGapIsDeadLettered(t *testing.T) {
+	f := setup(t)
+	c := Consumer{Name: "test.gap.poison", Handle: func(context.Context, pgx.Tx, []*kgo.Record) ([]*kgo.Record, error) {
+		return nil, Poison(errors.New("cannot decode"))
+	}}
+	if err := kafka.EnsureTopics(context.Background(), f.prod, kafka.TopicSpec{Partitions: schemas.DeadLetterPartitions}, schemas.Naming{}.DeadLetterTopic(c.Name)); err != nil {
+		t.Fatal(err)
+	}
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod, Metrics: NewMetrics(prometheus.NewRegistry())}
+	logStart := func(context.Context, string, int32) (int64, error) { return 500, nil }
+	step := runner.policies(c, runner.Log, logStart)
+	bad := &kgo.Record{Topic: topic, Partition: 0, Offset: 500, Value: []byte("bad")}
+	if _, err := step(context.Background(), []*kgo.Record{bad}); err != nil {
+		t.Fatalf("the poison record after the gap: %v", err)
+	}
+	if n := len(f.deadLetters(t, c.Name)); n != 1 {
+		t.Errorf("%d dead letters, want 1", n)
+	}
+	var next int64
+	if err := f.pool.QueryRow(context.Background(), `SELECT next_offset FROM consumer_offsets WHERE consumer = $1 AND partition = 0`, c.Name).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	if next != 501 {
+		t.Errorf("stored offset %d, want 501 (past the dead letter)", next)
+	}
+}
+
 // TestPoisonRecordIsDeadLettered mixes three records no retry can apply (a
 // handler-marked one, one Postgres refuses for its NUL byte, one that makes
 // the handler panic) into a stream of good ones: every good record, before
