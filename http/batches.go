@@ -1,13 +1,13 @@
 package http
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -55,9 +55,9 @@ type BatchItem struct {
 
 func (b *Batches) post(c *fiber.Ctx) error {
 	var body batchBody
-	dec := json.NewDecoder(bytes.NewReader(c.Body()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	// The batch body is read under the create body's rules: "ORDERS" is
+	// an unknown field, not "orders".
+	if err := jsonv2.Unmarshal(c.Body(), &body, order.StrictOptions); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field == "orders" {
 			return Validation("orders", "orders must be an array of create-order bodies")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -247,16 +246,19 @@ func decodeOrderAddons(raw json.RawMessage) ([]string, error) {
 	return many, nil
 }
 
+// StrictOptions are the v1 decoding rules (errors as encoding/json reports
+// them, which typeError reads) with two exceptions: a member no field
+// names is an error, and a member name matches its field only exactly. v1
+// matches names regardless of case, which would read "EMAIL" as a second
+// email beside "email", the last one winning; under these options it is an
+// unknown field at every depth, as "Reference_ID" is at the top.
+var StrictOptions = jsonv2.JoinOptions(json.DefaultOptionsV1(),
+	jsonv2.RejectUnknownMembers(true), jsonv2.MatchCaseInsensitiveNames(false))
+
+// strictDecode decodes b, one JSON value and nothing after it, into v
+// under StrictOptions.
 func strictDecode(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
+	return jsonv2.Unmarshal(b, v, StrictOptions)
 }
 
 // typeError turns a json error into a FieldError with the full path.

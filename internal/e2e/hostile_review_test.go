@@ -60,3 +60,58 @@ func TestAForgedCursorHoldingTextTheInputRulesRefuseIsAMalformedCursor(t *testin
 		}
 	})
 }
+
+func TestAKeyThatDiffersFromAFieldOnlyByCaseIsAnUnknownField(t *testing.T) {
+	d := startDemo(t)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	other := d.variant(t, "ACTIVE", "hoodie")
+	// body is a valid t-shirt order with the named member replaced by raw JSON.
+	body := func(ref, member, raw string) []byte {
+		b := tshirtOrder(v.VariantID, ref, 1)
+		delete(b, member)
+		encoded := mustJSON(t, b)
+		return append(append(encoded[:len(encoded)-1], `,"`+member+`":`...), append([]byte(raw), '}')...)
+	}
+	const customer = `"first_name":"Ada","last_name":"Lovelace"`
+	cases := []struct {
+		name, path  string
+		body        []byte
+		field, want string
+	}{
+		{"a customer email given again in capitals", "/v1/orders/pod",
+			body("case-1", "customer", `{"email":"a@b.co","EMAIL":"x@evil.co",`+customer+`}`),
+			"customer.EMAIL", "unknown field customer.EMAIL"},
+		{"a customer email only in another case", "/v1/orders/pod",
+			body("case-2", "customer", `{"Email":"a@b.co",`+customer+`}`),
+			"customer.Email", "unknown field customer.Email"},
+		{"a shipping_address city in capitals", "/v1/orders/pod",
+			body("case-3", "shipping_address", `{"address1":"1 Main St","CITY":"Austin","province":"TX","country_code":"US","zip":"78701"}`),
+			"shipping_address.CITY", "unknown field shipping_address.CITY"},
+		{"a line with variant_id and VARIANT_ID", "/v1/orders/pod",
+			body("case-4", "line_items", `[{"variant_id":"`+v.VariantID.String()+`","VARIANT_ID":"`+other.VariantID.String()+`","quantity":1,"sides":{"front_side":"https://img.example.com/a.png"}}]`),
+			"line_items[0].VARIANT_ID", "unknown field line_items[0].VARIANT_ID"},
+		{"a line quantity in another case", "/v1/orders/pod",
+			body("case-5", "line_items", `[{"variant_id":"`+v.VariantID.String()+`","Quantity":1,"sides":{"front_side":"https://img.example.com/a.png"}}]`),
+			"line_items[0].Quantity", "unknown field line_items[0].Quantity"},
+		{"a top-level reference_id in another case", "/v1/orders/pod",
+			body("", "Reference_ID", `"case-6"`),
+			"Reference_ID", "unknown field Reference_ID"},
+		{"a batch of ORDERS", "/v1/orders/pod/batches",
+			mustJSON(t, map[string]any{"ORDERS": []any{tshirtOrder(v.VariantID, "case-7", 1)}}),
+			"ORDERS", `unknown field ORDERS: the body must be a JSON object {"orders": [create-order bodies]}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name+" is refused as an unknown field", func(t *testing.T) {
+			r := d.client.Do("POST", c.path, c.body)
+			refused(t, d, r, c.field)
+			if e := r.Err(t); e.Message != c.want {
+				t.Fatalf("message %q, want %q", e.Message, c.want)
+			}
+		})
+	}
+	t.Run("an order with every name in its own case is still created", func(t *testing.T) {
+		if r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "case-ok", 1)); r.Status != 201 {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+	})
+}
