@@ -95,37 +95,28 @@ func OrderID(store uuid.UUID, reference string) uuid.UUID {
 	return uuid.NewSHA1(store, []byte(reference))
 }
 
-// Create validates, prices and decides one order.
+// Create validates, prices and decides one order. A command id passed in
+// (derived from a batch item or an Idempotency-Key) may have been decided
+// already: its decision is looked up first, and when found it is the
+// answer, whatever the catalog or the soft duplicate claims say now (the
+// first decision stands: an order it created exists and will be pushed).
+// A fresh id cannot have been decided, so it costs no lookup.
 func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
-	req, err := DecodeCreate(in.Body)
-	if err != nil {
-		return Created{}, err
-	}
-	variants, err := c.Catalog.Variants(ctx, in.AccountID, req.VariantIDs())
-	if err != nil {
-		return Created{}, err
-	}
-	rates, err := c.Catalog.Rates(ctx)
-	if err != nil {
-		return Created{}, err
-	}
-	draft, err := Validate(req, variants, rates)
-	if err != nil {
-		return Created{}, err
-	}
-	if draft.ReferenceID == "" {
-		draft.ReferenceID = in.DefaultReference
-		if draft.ReferenceID == "" {
-			draft.ReferenceID = "pod-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
-		}
-	}
-	orderID := OrderID(draft.StoreID, draft.ReferenceID)
-	for i := range draft.Lines {
-		draft.Lines[i].LineItemID = uuid.NewSHA1(orderID, fmt.Appendf(nil, "line/%d", i))
-	}
 	cmdID, fresh := in.CommandID, in.CommandID == uuid.Nil
 	if fresh {
 		cmdID = uuid.New()
+	} else {
+		dec, ok, err := LoadDecision(ctx, c.Bus.Pool, cmdID)
+		if err != nil {
+			return Created{}, err
+		}
+		if ok {
+			return c.decided(ctx, in, dec)
+		}
+	}
+	draft, orderID, err := c.draft(ctx, in)
+	if err != nil {
+		return Created{}, err
 	}
 
 	dup, release, err := c.softDuplicate(ctx, draft, orderID, cmdID)
@@ -141,11 +132,10 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	if in.BeforeSend != nil {
 		in.BeforeSend(orderID)
 	}
-	decide := c.Bus.Decide
-	if fresh {
-		decide = c.Bus.DecideNew
-	}
-	dec, err := decide(ctx, cmd, c.wait())
+	// No decision was found above (or the id is new): send and wait. A
+	// decision made since that look (an earlier send of the command) is
+	// announced again when the decider meets the command once more.
+	dec, err := c.Bus.DecideNew(ctx, cmd, c.wait())
 	if err != nil {
 		if !errors.Is(err, ErrUndecided) {
 			release()
@@ -154,13 +144,83 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	}
 	if !dec.Accepted() {
 		release()
-		msg := dec.Message
-		if dec.Code == schemas.CodeDuplicateReference {
-			msg = fmt.Sprintf("an order with reference_id %q already exists in this store", draft.ReferenceID)
-		}
-		return Created{}, &Rejected{Code: dec.Code, Message: msg}
+		return Created{}, rejected(dec, draft.ReferenceID)
 	}
 	return Created{Decision: dec, Draft: draft, OrderID: orderID, Details: details}, nil
+}
+
+// draft validates and prices the request against the catalog and names
+// its order.
+func (c *Creator) draft(ctx context.Context, in CreateInput) (Draft, uuid.UUID, error) {
+	req, err := DecodeCreate(in.Body)
+	if err != nil {
+		return Draft{}, uuid.Nil, err
+	}
+	variants, err := c.Catalog.Variants(ctx, in.AccountID, req.VariantIDs())
+	if err != nil {
+		return Draft{}, uuid.Nil, err
+	}
+	rates, err := c.Catalog.Rates(ctx)
+	if err != nil {
+		return Draft{}, uuid.Nil, err
+	}
+	draft, err := Validate(req, variants, rates)
+	if err != nil {
+		return Draft{}, uuid.Nil, err
+	}
+	if draft.ReferenceID == "" {
+		draft.ReferenceID = in.DefaultReference
+		if draft.ReferenceID == "" {
+			draft.ReferenceID = "pod-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
+		}
+	}
+	orderID := OrderID(draft.StoreID, draft.ReferenceID)
+	for i := range draft.Lines {
+		draft.Lines[i].LineItemID = uuid.NewSHA1(orderID, fmt.Appendf(nil, "line/%d", i))
+	}
+	return draft, orderID, nil
+}
+
+// decided answers a create whose command was decided before (a batch item
+// or a keyed request worked again) from that decision: the order it
+// created, or the refusal it met. The draft of the answer shapes only a
+// 201 built without the read model: the request's own when it still
+// validates to the same order, else the order's store and reference as the
+// decider keeps them.
+func (c *Creator) decided(ctx context.Context, in CreateInput, dec Decision) (Created, error) {
+	if dec.Accepted() {
+		created := Created{Decision: dec, OrderID: dec.OrderID}
+		if draft, orderID, err := c.draft(ctx, in); err == nil && orderID == dec.OrderID {
+			if details, err := detailsOf(draft, in.Via, orderID, false); err == nil {
+				created.Draft, created.Details = draft, details
+				return created, nil
+			}
+		}
+		st, _, err := LoadState(ctx, c.Bus.Pool, in.AccountID, dec.OrderID)
+		if err != nil {
+			return Created{}, err
+		}
+		created.Draft = Draft{StoreID: st.Order.StoreID, ReferenceID: st.Order.ReferenceID}
+		return created, nil
+	}
+	var reference string
+	if dec.Code == schemas.CodeDuplicateReference {
+		st, _, err := LoadState(ctx, c.Bus.Pool, in.AccountID, dec.OrderID)
+		if err != nil {
+			return Created{}, err
+		}
+		reference = st.Order.ReferenceID
+	}
+	return Created{}, rejected(dec, reference)
+}
+
+// rejected is the error of a refused create of reference.
+func rejected(dec Decision, reference string) error {
+	msg := dec.Message
+	if dec.Code == schemas.CodeDuplicateReference && reference != "" {
+		msg = fmt.Sprintf("an order with reference_id %q already exists in this store", reference)
+	}
+	return &Rejected{Code: dec.Code, Message: msg}
 }
 
 func detailsOf(d Draft, via string, orderID uuid.UUID, duplicate bool) (schemas.OrderDetails, error) {

@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/commands/batch"
+	"github.com/printpod/pod/commands/catalog"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/testenv"
+)
+
+// TestBatchItemWorkedAgainAnswersFromItsDecision: an item whose create is
+// on the log but not decided within the wait is left pending and worked
+// again. When it is worked again its create has been decided (accepted),
+// though its variant was archived meanwhile: the item is stored as the
+// order it created (201 and that order's id), not as the 400 a fresh create
+// of its body would answer now.
+func TestBatchItemWorkedAgainAnswersFromItsDecision(t *testing.T) {
+	d := startDemo(t, noPusher)
+	ctx := context.Background()
+	pool := d.app.Pool
+	account, token := d.newAccount(t, "batch-redo-"+testenv.RandomSuffix())
+	client := testenv.NewClient(t, "http://"+d.app.Addr(), token)
+	storeID, productID, variantID := uuid.New(), uuid.New(), uuid.New()
+	domain := "redo-" + testenv.RandomSuffix() + ".myshopify.com"
+	shelf := func(status string) catalog.File {
+		return catalog.File{Stores: []catalog.StoreDoc{{StoreID: &storeID, Name: "Redo", Status: "ACTIVE", ShopDomain: domain,
+			Products: []catalog.ProductDoc{{ProductID: &productID, Title: "Redo Tee", Status: status,
+				Variants: []catalog.VariantDoc{{VariantID: &variantID, Title: "M", SKU: "RD-M", Price: "10", Category: "tshirt"}}}}}}}
+	}
+	importAndWait(t, d, account, shelf("ACTIVE"))
+
+	// The decider cannot store decisions while the table is locked: the
+	// item's create goes on the log and its wait ends undecided.
+	decider, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decider.Rollback(ctx)
+	if _, err := decider.Exec(ctx, `LOCK TABLE order_decisions IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	r := client.Do("POST", "/v1/orders/pod/batches", map[string]any{"orders": []any{tshirtOrder(variantID, "redo-1", 1)}})
+	if r.Status != 202 {
+		t.Fatalf("batch: %d %s", r.Status, r.Body)
+	}
+	var st batchStatus
+	r.JSON(t, &st)
+	command := batch.Item{Batch: st.BatchID, Index: 0}.CommandID()
+
+	// Once the first work of the run ended (its job moved to attempt 2),
+	// hold the job so that it is not worked again before the catalog and
+	// the decision changed.
+	var job pgx.Tx
+	defer func() {
+		if job != nil {
+			_ = job.Rollback(ctx)
+		}
+	}()
+	testenv.Eventually(t, 60*time.Second, func() error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		var attempt int
+		var done bool
+		err = tx.QueryRow(ctx, `SELECT j.attempt, i.done FROM jobs j JOIN order_batch_items i ON i.batch_id = (j.payload->>'batch')::uuid
+			WHERE j.queue = $1 AND i.batch_id = $2 FOR UPDATE OF j NOWAIT`, batch.Queue, st.BatchID).Scan(&attempt, &done)
+		if err == nil && attempt < 2 {
+			err = fmt.Errorf("the item's run is at attempt %d", attempt)
+		}
+		if err == nil && done {
+			err = errors.New("the item is done, not left for another work")
+			t.Error(err)
+		}
+		if err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		job = tx
+		return nil
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The variant is archived; a single create of the body is refused now.
+	importAndWait(t, d, account, shelf("ARCHIVED"))
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if r := client.Do("POST", "/v1/orders/pod", tshirtOrder(variantID, "redo-probe", 1)); r.Status != 400 {
+			return fmt.Errorf("a create with the archived variant: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
+	// The decider stores its decision: the item's order was created.
+	if err := decider.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var decided order.Decision
+	testenv.Eventually(t, 60*time.Second, func() error {
+		dec, ok, err := order.LoadDecision(ctx, pool, command)
+		if err != nil || !ok {
+			return fmt.Errorf("item's create not decided yet (%v)", err)
+		}
+		decided = dec
+		return nil
+	})
+	if !decided.Accepted() || decided.OrderID != order.OrderID(storeID, "redo-1") {
+		t.Fatalf("the item's create was decided %+v; want accepted", decided)
+	}
+
+	// The item is worked again.
+	if err := job.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	job = nil
+	testenv.Eventually(t, 60*time.Second, func() error {
+		client.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
+		if st.Status != "completed" {
+			return fmt.Errorf("batch %s: %d/%d", st.Status, st.Processed, st.Total)
+		}
+		return nil
+	})
+	it := st.Items[0]
+	if it.Status != "created" || it.HTTPStatus == nil || *it.HTTPStatus != 201 || it.OrderID == nil || *it.OrderID != decided.OrderID {
+		t.Fatalf("item stored as %s %d %v %s; its create was accepted as order %s", it.Status, deref(it.HTTPStatus), it.OrderID, it.Error, decided.OrderID)
+	}
+	if r := client.Get("/v1/orders/pod/" + decided.OrderID.String()); r.Status != 200 {
+		t.Fatalf("the item's order: %d %s", r.Status, r.Body)
+	}
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
