@@ -39,6 +39,10 @@ type Decision struct {
 	Message   string    `json:"m,omitempty"`
 	Status    string    `json:"s,omitempty"` // the order's status after the decision
 	Version   int       `json:"v"`           // the order's version after the decision
+	// Current is the order's version when the decision was read back from
+	// the table (LoadDecision): above Version when later decisions moved
+	// the order on. 0 when the decision came with its announcement.
+	Current int `json:"-"`
 }
 
 // parseDecision reads a decision from its announcement.
@@ -260,11 +264,13 @@ func ErrorCode(err error) string {
 // the first decision of its command.
 const DecisionRetention = 7 * 24 * time.Hour
 
-// LoadDecision reads a command's decision; ok is false while undecided.
+// LoadDecision reads a command's decision, with the order's version now;
+// ok is false while undecided.
 func LoadDecision(ctx context.Context, q *pgxpool.Pool, commandID uuid.UUID) (d Decision, ok bool, err error) {
 	var code, msg, status *string
-	err = q.QueryRow(ctx, `SELECT order_id, error_code, error_message, status, version FROM order_decisions WHERE command_id = $1`,
-		commandID).Scan(&d.OrderID, &code, &msg, &status, &d.Version)
+	err = q.QueryRow(ctx, `SELECT d.order_id, d.error_code, d.error_message, d.status, d.version, coalesce(s.version, 0)
+		FROM order_decisions d LEFT JOIN order_state s ON s.order_id = d.order_id WHERE d.command_id = $1`,
+		commandID).Scan(&d.OrderID, &code, &msg, &status, &d.Version, &d.Current)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Decision{}, false, nil
 	}

@@ -251,7 +251,7 @@ func newCall(j jobs.Job) call {
 }
 
 // decided waits for st's start_push to be decided and reports whether the
-// order is now PROCESSING, its call this worker's to make. A refusal (the
+// order is PROCESSING in its attempt, the call this worker's to make. A refusal (the
 // order was cancelled first) leaves nothing to do. It waits while a call
 // could still start (see outcomeBudget); a decision later than that leaves
 // the call to the takeover when the lease ends.
@@ -265,6 +265,15 @@ func (w *Worker) decided(ctx context.Context, bus *order.Bus, st started) bool {
 		}
 		return false
 	case !d.Accepted() || d.Status != schemas.StatusProcessing:
+		return false
+	case d.Current > d.Version:
+		// A start sent again by a takeover is announced with its first
+		// decision, which later ones may have overtaken: the attempt's
+		// outcome (sent by the worker before, ahead of this start on the
+		// order's partition) and whatever followed it, a cancel say. The
+		// call is no longer this attempt's to make.
+		w.Log.Info("a taken-over push whose attempt ended meanwhile; no call", "order", st.job.ID,
+			"attempt", st.job.Attempt, "started_version", d.Version, "version", d.Current)
 		return false
 	}
 	return true

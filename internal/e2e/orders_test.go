@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -348,6 +349,65 @@ func TestACallLeftByAStoppedPusherIsTakenOver(t *testing.T) {
 	}
 	if len(got.DeliveryAttempts) != 1 {
 		t.Fatalf("%d push attempts, want 1: %+v", len(got.DeliveryAttempts), got.DeliveryAttempts)
+	}
+}
+
+// Finding: a takeover's start_push is announced with its first decision,
+// PROCESSING, even when the decider reaches it behind the attempt's failure
+// (sent by the worker before) and a cancel: the new worker pushed a
+// cancelled order.
+// A takeover whose attempt ended meanwhile makes no call.
+func TestATakeoverAfterTheAttemptEndedMakesNoCall(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	o := create(t, d.client, tshirtOrder(v.VariantID, "overtaken", 1))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var payload []byte
+	if err := d.app.Pool.QueryRow(ctx, `SELECT payload FROM jobs WHERE queue = $1 AND id = $2`, order.PushQueue, o.OrderID).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	// The first worker's start and its call's failure, then the client's
+	// cancel, are decided.
+	bus := &order.Bus{Producer: d.app.Producer, Pool: d.app.Pool, Notify: d.app.Notify, Naming: d.app.Naming}
+	for _, c := range []order.Command{
+		{ID: order.JobCommandID(o.OrderID, order.KindStartPush, 1), Kind: order.KindStartPush, OrderID: o.OrderID},
+		{ID: order.JobCommandID(o.OrderID, order.KindFailPush, 1), Kind: order.KindFailPush, OrderID: o.OrderID, Attempt: 1, Error: "platform unavailable"},
+	} {
+		if dec, err := bus.Decide(ctx, c, 20*time.Second); err != nil || !dec.Accepted() {
+			t.Fatalf("%s: %+v, %v", c.Kind, dec, err)
+		}
+	}
+	if r := d.client.Do("POST", "/v1/orders/pod/"+o.OrderID.String()+"/cancel", nil); r.Status != 200 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	// A second worker had leased the job at its start before the decider
+	// caught up: its lease holds the job as it was then.
+	if _, err := d.app.Pool.Exec(ctx, `INSERT INTO jobs (queue, id, step, attempt, due_at, payload) VALUES ($1, $2, $3, 1, now(), $4)
+		ON CONFLICT (id, queue) DO UPDATE SET step = excluded.step, attempt = 1, due_at = now(), payload = excluded.payload`,
+		order.PushQueue, o.OrderID, order.StepStart, payload); err != nil {
+		t.Fatal(err)
+	}
+	logs := &capturedLogs{}
+	peer := startWithLogger(t, d.peerConfig(t, func(c *config.Config) { c.Roles = []string{config.RolePusher} }),
+		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	domain := d.store(t, "ACTIVE").ShopDomain
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if peer.Simulator.Orders(domain) > 0 {
+			return nil // called: failed below
+		}
+		for _, l := range logs.lines(t) {
+			if l["msg"] == "a taken-over push whose attempt ended meanwhile; no call" && l["order"] == o.OrderID.String() {
+				return nil
+			}
+		}
+		return fmt.Errorf("the taken-over start has not been seen through yet")
+	})
+	if n := peer.Simulator.Orders(domain); n != 0 {
+		t.Fatalf("the platform received %d orders for a cancelled order", n)
+	}
+	if got := d.waitStatus(t, d.client, o.OrderID, "CANCELLED"); got.PlatformOrderID != nil {
+		t.Fatalf("a cancelled order with a platform id: %+v", got)
 	}
 }
 
