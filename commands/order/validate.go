@@ -93,7 +93,11 @@ func Validate(r CreateRequest, variants map[uuid.UUID]Variant, rates Rates) (Dra
 	if len(d.ReferenceID) > maxReferenceID {
 		return Draft{}, fieldErr("reference_id", "reference_id must be at most %d characters", maxReferenceID)
 	}
-	if strings.IndexFunc(d.ReferenceID, invisible) >= 0 {
+	// The reference as sent, not as trimmed: TrimSpace takes control
+	// characters (\t, \n, U+0085) off the ends, and "R-1\n" would be stored
+	// as "R-1". Surrounding spaces are trimmed; control characters anywhere
+	// are refused.
+	if strings.IndexFunc(r.ReferenceID, invisible) >= 0 {
 		return Draft{}, fieldErr("reference_id", "reference_id must not contain control or format characters (such as bidi overrides or zero-width spaces)")
 	}
 	if utf8.RuneCountInString(d.Note) > maxNote {

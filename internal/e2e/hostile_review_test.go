@@ -115,3 +115,36 @@ func TestAKeyThatDiffersFromAFieldOnlyByCaseIsAnUnknownField(t *testing.T) {
 		}
 	})
 }
+
+func TestAControlCharacterAtAnEndOfReferenceIDIsRefusedNotTrimmed(t *testing.T) {
+	d := startDemo(t)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	if r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "R-1", 1)); r.Status != 201 {
+		t.Fatalf("create R-1: %d %s", r.Status, r.Body)
+	}
+	for _, c := range []struct{ name, ref string }{
+		{"a trailing line feed", "R-1\n"},
+		{"a leading tab", "\tR-1"},
+		{"a trailing carriage return and line feed", "R-1\r\n"},
+		{"a trailing next-line (U+0085)", "R-1\u0085"},
+		{"a leading vertical tab", "\vR-2"},
+	} {
+		t.Run(c.name+" is refused on reference_id", func(t *testing.T) {
+			body := with(tshirtOrder(v.VariantID, "R-x", 1), "reference_id", c.ref)
+			body["force"] = true
+			refused(t, d, d.client.Do("POST", "/v1/orders/pod", body), "reference_id")
+		})
+	}
+	t.Run("surrounding spaces are still trimmed", func(t *testing.T) {
+		r := d.client.Do("POST", "/v1/orders/pod", with(tshirtOrder(v.VariantID, "R-3", 1), "reference_id", "  R-3  "))
+		if r.Status != 201 {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+		var o struct {
+			ReferenceID string `json:"reference_id"`
+		}
+		if r.JSON(t, &o); o.ReferenceID != "R-3" {
+			t.Fatalf("reference_id %q, want R-3", o.ReferenceID)
+		}
+	})
+}
