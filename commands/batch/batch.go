@@ -27,13 +27,20 @@ const Queue = "batch"
 const (
 	// run is how many items one job holds.
 	run = 16
-	// lease is how long a worker keeps its job. A round works one run,
-	// its items all at once, and an item's create waits at most 10 s for
-	// its soft duplicate claim, 10 s for its decision and 10 s for its
-	// projection, so a round ends within it; when a worker dies its run
-	// comes due again after it, and the items it decided find their
-	// decisions.
-	lease = 45 * time.Second
+	// worstRound is the longest an item's create can take: its soft
+	// duplicate check waits up to 3 × 10 s for earlier holders of its
+	// content, its command's send up to 10 s, its decision up to 10 s and
+	// its projection up to 10 s.
+	worstRound = 60 * time.Second
+	// finishBudget bounds finish's transaction. A round's items are
+	// worked until twice that before the lease ends, and finish acts for
+	// a job only while its lease has more than that left, so what a
+	// holder stores is stored before another may lease the job.
+	finishBudget = 10 * time.Second
+	// lease is how long a worker keeps its runs: a worst round and the
+	// finish, with time to spare. When a worker dies its runs come due
+	// again after it, and the items it decided find their decisions.
+	lease = worstRound + time.Minute
 	// retryAfter is when a run with undecided items (a dependency away)
 	// is worked again.
 	retryAfter = 5 * time.Second
@@ -154,16 +161,30 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The items are worked while the runs stay leased with time to store
+	// their results: an item not done by then is undecided, worked again.
+	end := leased[0].DueAt
+	for _, j := range leased {
+		if j.DueAt.Before(end) {
+			end = j.DueAt
+		}
+	}
+	wctx, cancel := context.WithDeadline(ctx, end.Add(-2*finishBudget))
+	defer cancel()
 	results := make([]Result, len(items))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.Concurrency)
 	for i, it := range items {
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-wctx.Done():
+			continue // undecided
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = w.Work(ctx, it)
+			results[i] = w.Work(wctx, it)
 			if results[i].Status == 0 {
 				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index)
 			}
@@ -172,8 +193,8 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	wg.Wait()
 	// The results are stored even when ctx ended meanwhile: a decided
 	// item's result is not to be lost.
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
+	bg, cancelFinish := context.WithTimeout(context.WithoutCancel(ctx), finishBudget)
+	defer cancelFinish()
 	return len(leased), w.finish(bg, leased, items, results)
 }
 
@@ -210,14 +231,28 @@ func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
 }
 
 // finish stores the decided items' results, ends the jobs whose items are
-// all decided and reschedules the others, in one transaction.
+// all decided and reschedules the others, in one transaction. It acts only
+// for the jobs whose lease has more than finishBudget left (its
+// transaction's bound), as the push worker starts a call only while its
+// job stays leased long enough: a job whose lease ran out may have been
+// leased and worked by another worker since, whose results and schedule
+// stand. And an item keeps the first result stored for it.
 func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, results []Result) error {
+	held := make([]bool, len(leased))
+	for i, j := range leased {
+		if held[i] = time.Until(j.DueAt) > finishBudget; !held[i] {
+			w.Log.Warn("batch run's lease ran out before its results were stored; left to its next holder", "job", j.ID, "lease_end", j.DueAt)
+		}
+	}
 	var batches, orders []uuid.UUID
 	var idx, status []int32
 	var bodies [][]byte
 	open := make([]bool, len(leased)) // a run with an undecided item
 	for i, it := range items {
 		r := results[i]
+		if !held[it.run] {
+			continue
+		}
 		if r.Status == 0 {
 			open[it.run] = true
 			continue
@@ -231,9 +266,11 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 	}
 	writes := jobs.NewWrites(Queue)
 	for i, j := range leased {
-		if open[i] {
+		switch {
+		case !held[i]:
+		case open[i]:
 			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(retryAfter)})
-		} else {
+		default:
 			writes.Delete(j.ID)
 		}
 	}
@@ -242,9 +279,12 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 		b.Queue(`UPDATE order_batch_items i SET done = true, http_status = r.status,
 			order_id = NULLIF(r.order_id, '00000000-0000-0000-0000-000000000000'), result = r.result::json, finished_at = now()
 			FROM unnest($1::uuid[], $2::int[], $3::int[], $4::uuid[], $5::text[]) AS r(batch_id, idx, status, order_id, result)
-			WHERE i.batch_id = r.batch_id AND i.idx = r.idx`, batches, idx, status, orders, jsonTexts(bodies))
+			WHERE i.batch_id = r.batch_id AND i.idx = r.idx AND NOT i.done`, batches, idx, status, orders, jsonTexts(bodies))
 	}
 	writes.Queue(b)
+	if b.Len() == 0 {
+		return nil
+	}
 	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/pgtest"
@@ -97,5 +98,140 @@ func TestABatchIsWorkedOnceThroughTheJobQueue(t *testing.T) {
 		if !ok {
 			t.Errorf("item %d stored as %d %v %v", idx, status, order, result)
 		}
+	}
+}
+
+// TestARoundIsWorkedWithinItsLease: an item is worked under a deadline
+// that leaves its run leased long enough to store the result, and that
+// gives it the longest an item's create can take.
+func TestARoundIsWorkedWithinItsLease(t *testing.T) {
+	// What finish's transaction may take, and the longest create: 3 × 10 s
+	// soft duplicate waits, a 10 s send, 10 s for the decision and 10 s
+	// for the projection.
+	const storing, create = 10 * time.Second, 60 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := pgtest.NewPool(t)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	notify := pgnotify.New(pool, log, jobs.Notify)
+	go notify.Run(ctx)
+	id := uuid.New()
+	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		deadline, leaseEnd time.Time
+		ok                 bool
+		err                error
+	}
+	worked := make(chan seen, 1)
+	w := &Worker{Pool: pool, Notify: notify, Log: log, Work: func(ctx context.Context, it Item) Result {
+		var s seen
+		s.deadline, s.ok = ctx.Deadline()
+		s.err = pool.QueryRow(ctx, `SELECT due_at FROM jobs WHERE queue = $1`, Queue).Scan(&s.leaseEnd)
+		select {
+		case worked <- s:
+		default:
+		}
+		order := it.CommandID()
+		return Result{Status: 201, OrderID: &order}
+	}}
+	go w.Run(ctx)
+	var s seen
+	select {
+	case s = <-worked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the item was not worked")
+	}
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	if !s.ok {
+		t.Fatalf("an item is worked with no deadline; its run's lease ends at %s", s.leaseEnd)
+	}
+	if left := s.leaseEnd.Sub(s.deadline); left < storing {
+		t.Errorf("an item's work may end %s before its run's lease does; the results need %s", left, storing)
+	}
+	if room := time.Until(s.deadline); room < create {
+		t.Errorf("an item's work has %s; its create can take %s", room, create)
+	}
+}
+
+// TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult: a holder whose
+// lease ran out (another worker may hold the run now) stores nothing and
+// leaves the job alone; a holder whose items were stored meanwhile does
+// not overwrite them.
+func TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	w := &Worker{Pool: pool, Log: slog.New(slog.DiscardHandler)}
+	id := uuid.New()
+	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`), []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := w.claim(ctx)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("claimed %d jobs (%v), want the run", len(leased), err)
+	}
+	items, err := w.pending(ctx, []runJob{{Batch: id, From: 0, To: 2}})
+	if err != nil || len(items) != 2 {
+		t.Fatalf("%d pending items (%v)", len(items), err)
+	}
+	first, other := uuid.New(), uuid.New()
+	refused := Result{Status: 400, Error: []byte(`{"error":"VALIDATION_ERROR","message":"no"}`)}
+	type row struct {
+		Done   bool
+		Status int
+		Order  uuid.UUID
+	}
+	state := func() (items [2]row, attempt int, jobLeft bool) {
+		t.Helper()
+		for i := range items {
+			r := &items[i]
+			if err := pool.QueryRow(ctx, `SELECT done, coalesce(http_status, 0), coalesce(order_id, '00000000-0000-0000-0000-000000000000')
+				FROM order_batch_items WHERE batch_id = $1 AND idx = $2`,
+				id, i).Scan(&r.Done, &r.Status, &r.Order); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := pool.QueryRow(ctx, `SELECT attempt FROM jobs WHERE queue = $1`, Queue).Scan(&attempt)
+		if err != nil && err != pgx.ErrNoRows {
+			t.Fatal(err)
+		}
+		return items, attempt, err == nil
+	}
+
+	// The holder of the run: item 0 created, item 1 undecided.
+	if err := w.finish(ctx, leased, items, []Result{{Status: 201, OrderID: &first}, {}}); err != nil {
+		t.Fatal(err)
+	}
+	got, attempt, left := state()
+	if !got[0].Done || got[0].Order != first || got[1].Done || !left || attempt != 2 {
+		t.Fatalf("after the holder's finish: items %+v, job left %v at attempt %d", got, left, attempt)
+	}
+
+	// An earlier holder whose lease ran out meanwhile finishes late.
+	stale := leased[0]
+	stale.DueAt = time.Now().Add(-time.Second)
+	if err := w.finish(ctx, []jobs.Job{stale}, items, []Result{refused, {Status: 201, OrderID: &other}}); err != nil {
+		t.Fatal(err)
+	}
+	if now, attemptNow, leftNow := state(); now != got || leftNow != left || attemptNow != attempt {
+		t.Fatalf("a holder whose lease ran out changed items %+v to %+v, job (%v, attempt %d) to (%v, attempt %d)",
+			got, now, left, attempt, leftNow, attemptNow)
+	}
+
+	// A holder still within its lease whose item 0 was stored meanwhile.
+	held := leased[0]
+	held.DueAt = time.Now().Add(lease)
+	if err := w.finish(ctx, []jobs.Job{held}, items, []Result{refused, {Status: 201, OrderID: &other}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, left = state()
+	if got[0].Status != 201 || got[0].Order != first {
+		t.Errorf("item 0's first result (201 %s) was overwritten: %d %s", first, got[0].Status, got[0].Order)
+	}
+	if !got[1].Done || got[1].Order != other || left {
+		t.Errorf("item 1 %+v, job left %v; want item 1 created as %s and the job ended", got[1], left, other)
 	}
 }

@@ -238,7 +238,9 @@ func TestCrashMidBatchLosesNothing(t *testing.T) {
 			HTTPStatus *int            `json:"http_status"`
 		}
 	}
-	testenv.Eventually(t, 120*time.Second, func() error {
+	// The runs the killed process held come due when their lease (two
+	// minutes) ends.
+	testenv.Eventually(t, 4*time.Minute, func() error {
 		c.Get("/v1/orders/pod/batches/"+batch.BatchID.String()).JSON(t, &st)
 		if st.Status != "completed" {
 			return fmt.Errorf("batch %s, %d/%d processed", st.Status, st.Processed, batchSize)
