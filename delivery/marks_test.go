@@ -74,6 +74,25 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 		})
 	}
 
+	// A fan-out redone after its webhook was disabled and enabled again
+	// emits the task again for the new generation: the first try's copy,
+	// cancelled when worked, does not keep the new one from its attempt.
+	t.Run("a task of a newer generation is claimed apart from the older copy", func(t *testing.T) {
+		old := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1, Gen: 1}
+		renewed := old
+		renewed.Gen = 2
+		t.Cleanup(func() { client.Del(context.Background(), marks.key(old), marks.key(renewed)) })
+		if !marks.Claim(ctx, topic, 3, 10, old) {
+			t.Fatal("the first copy was not claimed")
+		}
+		if err := marks.Done(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		if !marks.Claim(ctx, topic, 3, 42, renewed) {
+			t.Fatal("the task of the new generation was skipped: the old copy's mark took it")
+		}
+	})
+
 	const tier = "pod.webhook.retry.1m"
 	for _, tc := range []struct {
 		name    string

@@ -113,8 +113,13 @@ const IDTTL = 15 * time.Minute
 // markDone is the mark of a task whose outcome is recorded.
 const markDone = "done"
 
+// key names a task's mark: a delivery's attempt in its run, for the
+// webhook generation the fan-out saw. A fan-out redone after its webhook
+// was disabled and enabled again emits the delivery's task again for the
+// new generation; the first try's copy (cancelled, its generation gone)
+// must not take the claim of the task the committed batch asked for.
 func (m *DoneMarks) key(t schemas.DeliveryTask) string {
-	return m.Prefix + "wh:task:" + t.DeliveryID.String() + ":" + strconv.Itoa(t.Run) + ":" + strconv.Itoa(t.Attempt)
+	return m.Prefix + "wh:task:" + t.DeliveryID.String() + ":" + strconv.Itoa(t.Run) + ":" + strconv.Itoa(t.Attempt) + ":" + strconv.Itoa(t.Gen)
 }
 
 // recordMark names the record at offset of topic's partition in a claim.

@@ -14,7 +14,7 @@ func TestRedisKeysKeepTheirFormatAcrossVersions(t *testing.T) {
 	marks := &DoneMarks{Prefix: "pod:"}
 	streaks := &Streaks{Prefix: "pod:"}
 	for _, tc := range []struct{ name, got, want string }{
-		{"a task's claim or done mark", marks.key(schemas.DeliveryTask{DeliveryID: id, Run: 2, Attempt: 3}), "pod:wh:task:0d6c5f4e-8a5b-4c1e-9e57-2f1b7c3a9d10:2:3"},
+		{"a task's claim or done mark", marks.key(schemas.DeliveryTask{DeliveryID: id, Run: 2, Attempt: 3, Gen: 5}), "pod:wh:task:0d6c5f4e-8a5b-4c1e-9e57-2f1b7c3a9d10:2:3:5"},
 		{"a webhook generation's failure streak", streaks.key(id, 4), "pod:wh:streak:0d6c5f4e-8a5b-4c1e-9e57-2f1b7c3a9d10:4"},
 	} {
 		if tc.got != tc.want {
