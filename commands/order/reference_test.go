@@ -1,6 +1,7 @@
 package order
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -42,6 +43,45 @@ func TestReferenceIDEnds(t *testing.T) {
 			fe, ok := err.(*FieldError)
 			if !ok {
 				t.Fatalf("error %v (%T), want a FieldError; stored %q", err, err, d.ReferenceID)
+			}
+			if fe.Field != "reference_id" || fe.Message != tt.message {
+				t.Fatalf("got field %q message %q\nwant field reference_id message %q", fe.Field, fe.Message, tt.message)
+			}
+		})
+	}
+}
+
+// TestReferenceIDLengthCountsCharacters: the limit of 100 is in characters
+// (Unicode code points, as the OpenAPI maxLength counts them) of the
+// reference as stored (trimmed, NFC), not in bytes.
+func TestReferenceIDLengthCountsCharacters(t *testing.T) {
+	const tooLong = "reference_id must be at most 100 characters"
+	tests := []struct {
+		name    string
+		ref     string
+		message string // "" when accepted
+	}{
+		{"40 CJK characters (120 bytes) are accepted", strings.Repeat("注", 40), ""},
+		{"100 CJK characters are accepted", strings.Repeat("注", 100), ""},
+		{"100 emoji (400 bytes) are accepted", strings.Repeat("😀", 100), ""},
+		{"100 ASCII characters are accepted", strings.Repeat("r", 100), ""},
+		{"100 characters inside surrounding spaces are accepted", "  " + strings.Repeat("r", 100) + "  ", ""},
+		{"100 characters sent decomposed (NFD) are accepted", strings.Repeat("e\u0301", 100), ""},
+		{"101 CJK characters are refused", strings.Repeat("注", 101), tooLong},
+		{"101 ASCII characters are refused", strings.Repeat("r", 101), tooLong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := validate(t, with(t, map[string]any{"reference_id": tt.ref}))
+			if tt.message == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			fe, ok := err.(*FieldError)
+			if !ok {
+				t.Fatalf("error %v (%T), want a FieldError", err, err)
 			}
 			if fe.Field != "reference_id" || fe.Message != tt.message {
 				t.Fatalf("got field %q message %q\nwant field reference_id message %q", fe.Field, fe.Message, tt.message)

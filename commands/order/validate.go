@@ -90,7 +90,9 @@ func Validate(r CreateRequest, variants map[uuid.UUID]Variant, rates Rates) (Dra
 	d := Draft{ReferenceID: norm.NFC.String(strings.TrimSpace(r.ReferenceID)), Note: r.Note, Tags: r.Tags, Force: r.Force,
 		LabelLink: strings.TrimSpace(r.LabelLink), TrackingNumber: strings.TrimSpace(r.TrackingNumber)}
 
-	if len(d.ReferenceID) > maxReferenceID {
+	// Characters (code points, as the OpenAPI maxLength counts them) of the
+	// reference as stored, not bytes: 40 CJK characters are a reference.
+	if utf8.RuneCountInString(d.ReferenceID) > maxReferenceID {
 		return Draft{}, fieldErr("reference_id", "reference_id must be at most %d characters", maxReferenceID)
 	}
 	// The reference as sent, not as trimmed: TrimSpace takes control

@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"encoding/base64"
+	"strings"
 	"testing"
 
 	"github.com/printpod/pod/internal/testenv"
@@ -145,6 +146,39 @@ func TestAControlCharacterAtAnEndOfReferenceIDIsRefusedNotTrimmed(t *testing.T) 
 		}
 		if r.JSON(t, &o); o.ReferenceID != "R-3" {
 			t.Fatalf("reference_id %q, want R-3", o.ReferenceID)
+		}
+	})
+}
+
+func TestReferenceIDIsLimitedTo100CharactersNot100Bytes(t *testing.T) {
+	d := startDemo(t)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	order := func(ref string) map[string]any {
+		return with(with(tshirtOrder(v.VariantID, "len", 1), "reference_id", ref), "force", true)
+	}
+	for _, c := range []struct{ name, ref string }{
+		{"40 CJK characters (120 bytes)", strings.Repeat("注", 40)},
+		{"100 CJK characters (300 bytes)", strings.Repeat("订", 100)},
+		{"100 emoji (400 bytes)", strings.Repeat("😀", 100)},
+	} {
+		t.Run(c.name+" are a reference", func(t *testing.T) {
+			r := d.client.Do("POST", "/v1/orders/pod", order(c.ref))
+			if r.Status != 201 {
+				t.Fatalf("create: %d %s", r.Status, r.Body)
+			}
+			var o struct {
+				ReferenceID string `json:"reference_id"`
+			}
+			if r.JSON(t, &o); o.ReferenceID != c.ref {
+				t.Fatalf("reference_id %q, want %q", o.ReferenceID, c.ref)
+			}
+		})
+	}
+	t.Run("101 CJK characters are refused", func(t *testing.T) {
+		r := d.client.Do("POST", "/v1/orders/pod", order(strings.Repeat("注", 101)))
+		refused(t, d, r, "reference_id")
+		if e := r.Err(t); e.Message != "reference_id must be at most 100 characters" {
+			t.Fatalf("message %q", e.Message)
 		}
 	})
 }
