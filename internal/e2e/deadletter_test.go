@@ -350,4 +350,16 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	if len(ls) < 3 || !ls[0].Replayed || !ls[1].Replayed || ls[2].Replayed {
 		t.Fatalf("dlq list after the replays: %+v", ls)
 	}
+
+	// A read model's dead letters are not re-driven one by one: the
+	// projector passed over its entity's later events; the answer says to
+	// rebuild it instead, and nothing is produced.
+	before := deadLetters(t, d, orderrm.ConsumerName, want[orderrm.ConsumerName])
+	rr = runPodctl(t, bin, env, "dlq", "replay", "--consumer", orderrm.ConsumerName)
+	if rr.err == nil || !strings.Contains(rr.stderr, "podctl replay --projection orders") || rr.stdout != "" {
+		t.Fatalf("dlq replay of the order read model: %v %q %q", rr.err, rr.stdout, rr.stderr)
+	}
+	if ls := list("--consumer", orderrm.ConsumerName); len(ls) != len(before) || ls[0].Replayed {
+		t.Fatalf("the order read model's dead letters after the refused replay: %+v", ls)
+	}
 }
