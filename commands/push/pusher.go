@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,6 +46,8 @@ type Worker struct {
 	Log    *slog.Logger
 	Calls  int            // platform calls at once; default DefaultCalls
 	Naming schemas.Naming // topic names on the cluster
+
+	callTime atomic.Int64 // moving average of a platform call's time, in ns
 }
 
 const (
@@ -70,6 +73,8 @@ const (
 	// decider is more than outcomeBudget behind, its outcome is decided
 	// too, and the takeover finds the job moved on.
 	outcomeBudget = time.Minute
+	// startWindow is how long after its lease a push's call may start.
+	startWindow = lease - callBudget - outcomeBudget
 )
 
 type call struct {
@@ -125,14 +130,14 @@ func (w *Worker) Run(ctx context.Context) {
 			// While every leased call is still in flight, claim again as
 			// soon as one is done: due calls wait on this worker, not on a
 			// wake or the poll.
-			free := cap(room) - len(room)
-			for free == 0 {
+			free := w.holding(cap(room)) - len(room)
+			for free <= 0 {
 				select {
 				case <-freed:
 				case <-ctx.Done():
 					return false, ctx.Err()
 				}
-				free = cap(room) - len(room)
+				free = w.holding(cap(room)) - len(room)
 			}
 			leased, waiting, err := w.claim(ctx, min(free, claimSize))
 			if err != nil && ctx.Err() == nil {
@@ -157,6 +162,32 @@ func (w *Worker) Run(ctx context.Context) {
 			return err == nil && len(leased)+len(waiting) > 0, err
 		})
 	}
+}
+
+// holding is how many pushes the worker holds leased at most, of room:
+// as many as its calls can start in half their start window at the
+// platform's recent call time, and at least one per call. A slow platform
+// so leaves the rest of the queue PENDING (cancellable, and for other
+// workers) instead of moving orders to PROCESSING whose calls could not
+// start within their lease and would wait for its end.
+func (w *Worker) holding(room int) int {
+	avg := w.callTime.Load()
+	if avg <= 0 {
+		return room
+	}
+	return max(w.Calls, min(room, int(int64(w.Calls)*int64(startWindow/2)/avg)))
+}
+
+// timed notes how long a platform call took in the moving average (an
+// eighth of the way to it; concurrent notes may overwrite each other,
+// which only makes the average a little less smooth).
+func (w *Worker) timed(took time.Duration) {
+	avg := w.callTime.Load()
+	if avg <= 0 {
+		w.callTime.Store(int64(took))
+		return
+	}
+	w.callTime.Store(avg + (int64(took)-avg)/8)
 }
 
 // claim leases up to n due jobs. It sends the commands of start and
@@ -299,7 +330,9 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 	case !c.known:
 		cmd.Kind, cmd.Error = order.KindFailPush, "store not found"
 	default:
+		began := time.Now()
 		res, err := w.Platform.CreateOrder(ctx, c.domain, c.push.IdempotencyKey, c.push.Order)
+		w.timed(time.Since(began))
 		if ctx.Err() != nil {
 			done()
 			return
