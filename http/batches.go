@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/batch"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/schemas"
 )
 
 // MaxBatchOrders is the most orders one batch holds. A batch body is bound
@@ -158,7 +159,8 @@ func (b *Batches) status(ctx context.Context, account, id uuid.UUID, items bool)
 }
 
 // BatchItem creates a batch item's order exactly as a single POST does
-// and tells what that POST answered (batch.Worker's Work).
+// and tells what that POST answered (batch.Worker's Work). A 5xx is worked
+// again by the worker, and stored only when its attempts are spent.
 func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 	id := it.CommandID()
 	created, _, _, err := o.createProjected(ctx, order.CreateInput{AccountID: it.Account, Body: it.Body, Via: "api",
@@ -167,8 +169,11 @@ func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 		return batch.Result{Status: fiber.StatusCreated, OrderID: &created.OrderID}
 	}
 	e := orderError(err)
-	if e.Status() >= 500 {
-		return batch.Result{} // not decided (a dependency away): worked again later
+	if errors.Is(err, order.ErrUndecided) {
+		// A batch item has no Idempotency-Key to repeat: its command is
+		// looked up again by the next attempt.
+		e = &Error{Code: schemas.CodeServiceUnavailable, Message: "the order was recorded but not decided in time; " +
+			"it may still be created: look it up before submitting it again"}
 	}
 	body, _ := marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
 	return batch.Result{Status: e.Status(), Error: body}

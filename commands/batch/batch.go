@@ -19,6 +19,8 @@ import (
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/wait"
+	"github.com/printpod/pod/schemas"
+	"github.com/sethvargo/go-retry"
 )
 
 // Queue is the batch items' queue in the jobs table.
@@ -41,9 +43,14 @@ const (
 	// finish, with time to spare. When a worker dies its runs come due
 	// again after it, and the items it decided find their decisions.
 	lease = worstRound + time.Minute
-	// retryAfter is when a run with undecided items (a dependency away)
-	// is worked again.
-	retryAfter = 5 * time.Second
+	// A run with undecided items (a dependency away, an internal error)
+	// is worked again after retryAfter, doubling up to maxRetryDelay, at
+	// most maxAttempts times in all: 5+10+20+40+60×5 s, over six minutes
+	// of waits, outlast an outage of a few minutes of Kafka or Postgres.
+	// Then its undecided items are stored with their last answer.
+	retryAfter    = 5 * time.Second
+	maxRetryDelay = time.Minute
+	maxAttempts   = 10
 	// idlePoll is how often an idle worker looks for runs that came due
 	// by time; new batches are announced.
 	idlePoll = time.Second
@@ -67,11 +74,41 @@ func (it Item) CommandID() uuid.UUID {
 
 // Result is what a single create of the item answered.
 type Result struct {
-	// Status is the HTTP status; 0 when the create was not decided (a
-	// dependency away), so the item is worked again later.
+	// Status is the HTTP status. A 5xx (a dependency away, an internal
+	// error) or 0 (no answer: the round ran out of time) is not final:
+	// the item is worked again, up to maxAttempts times in all, and then
+	// stored with that answer (a 503 for no answer).
 	Status  int
 	OrderID *uuid.UUID // on 201
-	Error   []byte     // the error body otherwise
+	Error   []byte     // the error body otherwise, in the error catalogue's shape
+}
+
+// final reports whether r is the item's outcome.
+func (r Result) final() bool { return r.Status != 0 && r.Status < 500 }
+
+// retryDelay is how long a run whose attempt left items undecided waits
+// for its next attempt: go-retry's exponential backoff from retryAfter,
+// capped at maxRetryDelay. ok is false once maxAttempts were made.
+func retryDelay(attempt int) (d time.Duration, ok bool) {
+	b := retry.WithMaxRetries(maxAttempts-1, retry.WithCappedDuration(maxRetryDelay, retry.NewExponential(retryAfter)))
+	for range attempt {
+		var stop bool
+		if d, stop = b.Next(); stop {
+			return 0, false
+		}
+	}
+	return d, true
+}
+
+// unanswered is the result stored for an item that got no answer (or one
+// without a body) in its last attempt.
+func unanswered() Result {
+	body, _ := codec.Marshal(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{schemas.CodeServiceUnavailable, fmt.Sprintf("the order could not be created in %d attempts over several minutes "+
+		"(a dependency of the service was unavailable); it may still be created: look it up before submitting it again", maxAttempts)})
+	return Result{Status: 503, Error: body}
 }
 
 // runJob is a job's payload: items [From, To) of a batch.
@@ -151,11 +188,29 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	if err != nil || len(leased) == 0 {
 		return 0, err
 	}
-	runs := make([]runJob, len(leased))
-	for i, j := range leased {
-		if err := codec.Unmarshal(j.Payload, &runs[i]); err != nil {
-			return 0, fmt.Errorf("batch job %s: %w", j.ID, err)
+	// A payload that cannot be read names no items to work: its job ends
+	// now, or it would come due again with every lease.
+	n := len(leased)
+	var runs []runJob
+	var bad []jobs.Job
+	for _, j := range leased {
+		var r runJob
+		if err := codec.Unmarshal(j.Payload, &r); err != nil || r.Batch == uuid.Nil || r.From < 0 || r.To < r.From {
+			w.Log.Error("batch job payload unreadable; the job is dropped", "job", j.ID, "payload", string(j.Payload), "err", err)
+			bad = append(bad, j)
+			continue
 		}
+		leased[len(runs)] = j
+		runs = append(runs, r)
+	}
+	leased = leased[:len(runs)]
+	if len(bad) > 0 {
+		if err := w.drop(ctx, bad); err != nil {
+			return n, err
+		}
+	}
+	if len(runs) == 0 {
+		return n, nil
 	}
 	items, err := w.pending(ctx, runs)
 	if err != nil {
@@ -185,9 +240,6 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			results[i] = w.Work(wctx, it)
-			if results[i].Status == 0 {
-				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index)
-			}
 		}()
 	}
 	wg.Wait()
@@ -195,7 +247,18 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	// item's result is not to be lost.
 	bg, cancelFinish := context.WithTimeout(context.WithoutCancel(ctx), finishBudget)
 	defer cancelFinish()
-	return len(leased), w.finish(bg, leased, items, results)
+	return n, w.finish(bg, leased, items, results)
+}
+
+// drop ends jobs that cannot be worked.
+func (w *Worker) drop(ctx context.Context, bad []jobs.Job) error {
+	writes := jobs.NewWrites(Queue)
+	for _, j := range bad {
+		writes.Delete(j.ID)
+	}
+	b := &pgx.Batch{}
+	writes.Queue(b)
+	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
 }
 
 func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
@@ -250,12 +313,21 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 	open := make([]bool, len(leased)) // a run with an undecided item
 	for i, it := range items {
 		r := results[i]
+		j := leased[it.run]
 		if !held[it.run] {
 			continue
 		}
-		if r.Status == 0 {
-			open[it.run] = true
-			continue
+		if !r.final() {
+			if _, again := retryDelay(j.Attempt); again {
+				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index, "attempt", j.Attempt, "status", r.Status)
+				open[it.run] = true
+				continue
+			}
+			if r.Status == 0 || r.Error == nil {
+				r = unanswered()
+			}
+			w.Log.Error("batch item not decided in its last attempt; stored as failed", "batch", it.Batch, "index", it.Index,
+				"attempt", j.Attempt, "status", r.Status)
 		}
 		var order uuid.UUID
 		if r.OrderID != nil {
@@ -269,7 +341,8 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 		switch {
 		case !held[i]:
 		case open[i]:
-			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(retryAfter)})
+			delay, _ := retryDelay(j.Attempt)
+			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(delay)})
 		default:
 			writes.Delete(j.ID)
 		}

@@ -10,10 +10,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/schemas"
 )
 
 // TestABatchIsWorkedOnceThroughTheJobQueue stores a batch of 40 items (3
@@ -234,4 +236,142 @@ func TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult(t *testing.T) {
 	if !got[1].Done || got[1].Order != other || left {
 		t.Errorf("item 1 %+v, job left %v; want item 1 created as %s and the job ended", got[1], left, other)
 	}
+}
+
+// TestUndecidedItemsAreStoredAfterBoundedAttempts: an item answered with
+// a 5xx, and one not answered at all, are worked again with a growing
+// delay (5 s doubling, at most a minute), and after the tenth attempt
+// stored as failed with a 5xx body in the error catalogue's shape, so
+// that the batch completes. The test brings each wait to its end.
+func TestUndecidedItemsAreStoredAfterBoundedAttempts(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := pgtest.NewPool(t)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	notify := pgnotify.New(pool, log, jobs.Notify)
+	go notify.Run(ctx)
+	id := uuid.New()
+	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`), []byte(`{}`), []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	unavailable := `{"error":"SERVICE_UNAVAILABLE","message":"the order log (Kafka) is unavailable; try again shortly"}`
+	var mu sync.Mutex
+	worked := map[int]int{}
+	w := &Worker{Pool: pool, Notify: notify, Log: log, Work: func(_ context.Context, it Item) Result {
+		mu.Lock()
+		defer mu.Unlock()
+		worked[it.Index]++
+		switch it.Index {
+		case 0:
+			order := it.CommandID()
+			return Result{Status: 201, OrderID: &order}
+		case 1:
+			return Result{Status: 503, Error: []byte(unavailable)}
+		}
+		return Result{} // no answer
+	}}
+	go w.Run(ctx)
+
+	waits := map[int]time.Duration{} // before each attempt
+	testenv.Eventually(t, 90*time.Second, func() error {
+		// A run waiting for its next attempt (not one leased) is due now.
+		var attempt int
+		var wait time.Duration
+		err := pool.QueryRow(ctx, `WITH w AS (SELECT id, attempt, due_at - now() AS wait FROM jobs
+				WHERE queue = $1 AND due_at > now() AND due_at < now() + interval '90 seconds' FOR UPDATE)
+			UPDATE jobs j SET due_at = now() FROM w WHERE j.queue = $1 AND j.id = w.id RETURNING w.attempt, w.wait`, Queue).Scan(&attempt, &wait)
+		switch {
+		case err == nil:
+			if _, seen := waits[attempt]; !seen {
+				waits[attempt] = wait
+			}
+		case err != pgx.ErrNoRows:
+			return err
+		}
+		var done, left int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM order_batch_items WHERE batch_id = $2 AND done),
+			(SELECT count(*) FROM jobs WHERE queue = $1)`, Queue, id).Scan(&done, &left); err != nil {
+			return err
+		}
+		if done != 3 || left != 0 {
+			return fmt.Errorf("%d of 3 items done, %d jobs left, waits so far %v", done, left, waits)
+		}
+		return nil
+	})
+	mu.Lock()
+	if worked[0] != 1 || worked[1] != 10 || worked[2] != 10 {
+		t.Errorf("items worked %v times; want 1, 10, 10", worked)
+	}
+	mu.Unlock()
+	for attempt := 2; attempt <= 10; attempt++ {
+		want := min(5*time.Second<<(attempt-2), time.Minute)
+		if got, ok := waits[attempt]; !ok || got > want || got < want-3*time.Second {
+			t.Errorf("wait before attempt %d: %v (seen %v); want about %v", attempt, got, ok, want)
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT idx, http_status, order_id IS NOT NULL, result::text FROM order_batch_items WHERE batch_id = $1 ORDER BY idx`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var idx, status int
+		var order bool
+		var result *string
+		if err := rows.Scan(&idx, &status, &order, &result); err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Error, Message string }
+		if result != nil {
+			_ = codec.Unmarshal([]byte(*result), &body)
+		}
+		switch {
+		case idx == 0 && status == 201 && order:
+		case idx == 1 && status == 503 && !order && result != nil && *result == unavailable:
+		case idx == 2 && status == 503 && !order && body.Error == schemas.CodeServiceUnavailable && body.Message != "":
+		default:
+			t.Errorf("item %d stored as %d, order %v, %v", idx, status, order, result)
+		}
+	}
+}
+
+// TestAJobWhosePayloadCannotBeReadEndsAtOnce: a batch job whose payload
+// names no run is dropped the first time it is leased, and the runs leased
+// beside it are worked as usual.
+func TestAJobWhosePayloadCannotBeReadEndsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := pgtest.NewPool(t)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	notify := pgnotify.New(pool, log, jobs.Notify)
+	go notify.Run(ctx)
+	bad := uuid.New()
+	writes := jobs.NewWrites(Queue)
+	writes.Put(jobs.Job{ID: bad, Step: stepWork, Attempt: 1, DueAt: time.Now().Add(-time.Minute), Payload: []byte(`{"batch":"nope"}`)})
+	b := &pgx.Batch{}
+	writes.Queue(b)
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.New()
+	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{Pool: pool, Notify: notify, Log: log, Concurrency: 2 * run, Work: func(_ context.Context, it Item) Result {
+		order := it.CommandID()
+		return Result{Status: 201, OrderID: &order}
+	}}
+	go w.Run(ctx)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		var done bool
+		var left int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT done FROM order_batch_items WHERE batch_id = $2),
+			(SELECT count(*) FROM jobs WHERE queue = $1)`, Queue, id).Scan(&done, &left); err != nil {
+			return err
+		}
+		if !done || left != 0 {
+			return fmt.Errorf("the good run's item done: %v; %d jobs left", done, left)
+		}
+		return nil
+	})
 }
