@@ -15,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/accounts"
+	"github.com/printpod/pod/internal/uuidtext"
 	"github.com/printpod/pod/schemas"
 )
 
@@ -121,9 +122,10 @@ func accountOf(c *fiber.Ctx) uuid.UUID {
 	return id
 }
 
-// pathUUID parses a path parameter that must be a UUID.
+// pathUUID parses a path parameter that must be a UUID in its canonical
+// form (uuidtext.Parse): /v1/orders/pod/urn:uuid:… is malformed.
 func pathUUID(c *fiber.Ctx, name string) (uuid.UUID, error) {
-	id, err := uuid.Parse(c.Params(name))
+	id, err := uuidtext.Parse(c.Params(name))
 	if err != nil {
 		return uuid.Nil, Validation(name, name+" must be a UUID")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/uuidtext"
 )
 
 // CreateRequest is the create-order body, decoded but not yet validated.
@@ -212,7 +213,8 @@ func decodeLine(raw json.RawMessage, path string) (LineRequest, error) {
 }
 
 // variantOf reads a line's raw variant_id: absent (nil) or null names no
-// variant; anything else must be a UUID string, else valid is false.
+// variant; anything else must be a UUID string in its canonical form
+// (uuidtext.Parse), else valid is false.
 func variantOf(raw []byte) (id uuid.UUID, has, valid bool) {
 	if raw == nil || string(raw) == "null" {
 		return uuid.Nil, false, true
@@ -221,7 +223,7 @@ func variantOf(raw []byte) (id uuid.UUID, has, valid bool) {
 	if json.Unmarshal(raw, &s) != nil {
 		return uuid.Nil, false, false
 	}
-	id, err := uuid.Parse(s)
+	id, err := uuidtext.Parse(s)
 	return id, err == nil, err == nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/testenv"
 )
 
@@ -179,6 +180,76 @@ func TestReferenceIDIsLimitedTo100CharactersNot100Bytes(t *testing.T) {
 		refused(t, d, r, "reference_id")
 		if e := r.Err(t); e.Message != "reference_id must be at most 100 characters" {
 			t.Fatalf("message %q", e.Message)
+		}
+	})
+}
+
+func TestAUUIDInAnyButItsCanonicalFormIsMalformed(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc))
+	v := d.variant(t, "ACTIVE", "tshirt")
+	st := d.store(t, "ACTIVE").StoreID.String()
+	product := firstProduct(t, d, d.store(t, "ACTIVE").StoreID)
+	r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "uuid-forms", 1))
+	if r.Status != 201 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	var o struct {
+		OrderID uuid.UUID `json:"order_id"`
+	}
+	r.JSON(t, &o)
+	hook := createWebhook(t, d.client, rc.url("/uuid"))
+	id := o.OrderID.String()
+	// The other spellings uuid.Parse takes of one id.
+	urn := func(s string) string { return "urn:uuid:" + s }
+	braced := func(s string) string { return "%7B" + s + "%7D" }
+	bare := func(s string) string { return strings.ReplaceAll(s, "-", "") }
+
+	paths := []struct{ name, path, field string }{
+		{"an order id as a URN", "/v1/orders/pod/" + urn(id), "order_id"},
+		{"an order id in braces", "/v1/orders/pod/" + braced(id), "order_id"},
+		{"an order id of 32 bare hex digits", "/v1/orders/pod/" + bare(id), "order_id"},
+		{"an order id as a URN on its queue", "/v1/orders/pod/" + urn(id) + "/queue", "order_id"},
+		{"a store id as a URN", "/v1/stores/" + urn(st) + "/products", "store_id"},
+		{"a store id of 32 bare hex digits", "/v1/stores/" + bare(st) + "/products/" + product, "store_id"},
+		{"a product id as a URN", "/v1/stores/" + st + "/products/" + urn(product), "product_id"},
+		{"a webhook id of 32 bare hex digits", "/v1/me/webhooks/" + bare(hook.ID.String()), "id"},
+		{"a delivery id as a URN", "/v1/me/webhooks/" + hook.ID.String() + "/deliveries/" + urn(uuid.NewString()), "delivery_id"},
+		{"a batch id in braces", "/v1/orders/pod/batches/" + braced(uuid.NewString()), "batch_id"},
+		{"a batch id of 32 bare hex digits", "/v1/orders/pod/batches/" + bare(uuid.NewString()), "batch_id"},
+	}
+	for _, c := range paths {
+		t.Run(c.name+" is a malformed "+c.field, func(t *testing.T) {
+			refused(t, d, d.client.Get(c.path), c.field)
+		})
+	}
+	t.Run("a cursor whose id is a URN is a malformed cursor", func(t *testing.T) {
+		refused(t, d, d.client.Get("/v1/stores?cursor="+forgedCursor(`{"n":"Acme","i":"`+urn(st)+`"}`)), "cursor")
+	})
+	t.Run("a cancel of an order id as a URN is a malformed order_id", func(t *testing.T) {
+		refused(t, d, d.client.Do("POST", "/v1/orders/pod/"+urn(id)+"/cancel", nil), "order_id")
+	})
+	for _, c := range []struct{ name, variant string }{
+		{"as a URN", urn(v.VariantID.String())},
+		{"in braces", "{" + v.VariantID.String() + "}"},
+		{"of 32 bare hex digits", bare(v.VariantID.String())},
+	} {
+		t.Run("a variant_id "+c.name+" is a malformed variant_id", func(t *testing.T) {
+			body := with(tshirtOrder(v.VariantID, "uuid-variant", 1), "line_items.0.variant_id", c.variant)
+			refused(t, d, d.client.Do("POST", "/v1/orders/pod", body), "line_items[0].variant_id")
+		})
+	}
+	t.Run("a product_id search for a URN finds no product", func(t *testing.T) {
+		if p := d.products(t, d.store(t, "ACTIVE").StoreID, q("search_type", "product_id", "q", urn(product))); len(p.Data) != 0 {
+			t.Fatalf("found %v", titles(p.Data))
+		}
+	})
+	t.Run("the canonical form in capitals is still the id", func(t *testing.T) {
+		if r := d.client.Get("/v1/orders/pod/" + strings.ToUpper(id)); r.Status != 200 {
+			t.Fatalf("GET: %d %s", r.Status, r.Body)
+		}
+		if p := d.products(t, d.store(t, "ACTIVE").StoreID, q("search_type", "product_id", "q", strings.ToUpper(product))); len(p.Data) != 1 {
+			t.Fatalf("found %v", titles(p.Data))
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/internal/uuidtext"
 	"github.com/printpod/pod/schemas"
 )
 
@@ -140,7 +141,7 @@ func (q Queries) SearchProducts(ctx context.Context, account, store uuid.UUID, p
 	if pq.Q != "" {
 		switch pq.SearchType {
 		case SearchProductID:
-			id, err := uuid.Parse(pq.Q)
+			id, err := uuidtext.Parse(pq.Q)
 			if err != nil {
 				return nil, false, nil // no product has a malformed id
 			}
