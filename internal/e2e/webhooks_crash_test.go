@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -45,8 +46,15 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 		}
 	}
 	// Kill once deliveries are in the tiers: some events had their second
-	// attempt, none has succeeded yet everywhere.
+	// attempt, none has succeeded yet everywhere. Every order is pushed
+	// first: a push whose call the kill cut is taken over only when its
+	// three-minute lease ends, and this test is about the deliveries.
 	testenv.Eventually(t, 30*time.Second, func() error {
+		var pushed struct{ Data []json.RawMessage }
+		c.Get("/v1/orders/pod?status=SUCCESS&limit=100").JSON(t, &pushed)
+		if len(pushed.Data) < orders {
+			return fmt.Errorf("%d of %d orders pushed", len(pushed.Data), orders)
+		}
 		seconds := 0
 		perID := map[string]int{}
 		for _, g := range rc.requests() {
