@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
@@ -18,17 +19,26 @@ import (
 	"github.com/printpod/pod/schemas"
 )
 
+// listening gives a test a Postgres pool and a listener on the job
+// queue's channel, both until the test ends (the context ends first: the
+// worker and the listener hold connections of the pool).
+func listening(t *testing.T) (context.Context, *pgxpool.Pool, *pgnotify.Listener, *slog.Logger) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := pgtest.NewPool(t)
+	t.Cleanup(cancel)
+	log := slog.New(slog.DiscardHandler)
+	notify := pgnotify.New(pool, log, jobs.Notify)
+	go notify.Run(ctx)
+	return ctx, pool, notify, log
+}
+
 // TestABatchIsWorkedOnceThroughTheJobQueue stores a batch of 40 items (3
 // runs), works it with a Work whose item 17 is undecided the first time,
 // and checks that every item is worked, the undecided one once more, and
 // that no job is left.
 func TestABatchIsWorkedOnceThroughTheJobQueue(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := pgtest.NewPool(t)
-	defer cancel() // before the pool closes: the worker and listener hold connections
-	log := slog.New(slog.DiscardHandler)
-	notify := pgnotify.New(pool, log, jobs.Notify)
-	go notify.Run(ctx)
+	ctx, pool, notify, log := listening(t)
 
 	const n = 40
 	bodies := make([][]byte, n)
@@ -111,12 +121,7 @@ func TestARoundIsWorkedWithinItsLease(t *testing.T) {
 	// soft duplicate waits, a 10 s send, 10 s for the decision and 10 s
 	// for the projection.
 	const storing, create = 10 * time.Second, 60 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := pgtest.NewPool(t)
-	defer cancel()
-	log := slog.New(slog.DiscardHandler)
-	notify := pgnotify.New(pool, log, jobs.Notify)
-	go notify.Run(ctx)
+	ctx, pool, notify, log := listening(t)
 	id := uuid.New()
 	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`)}); err != nil {
 		t.Fatal(err)
@@ -244,12 +249,7 @@ func TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult(t *testing.T) {
 // stored as failed with a 5xx body in the error catalogue's shape, so
 // that the batch completes. The test brings each wait to its end.
 func TestUndecidedItemsAreStoredAfterBoundedAttempts(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := pgtest.NewPool(t)
-	defer cancel()
-	log := slog.New(slog.DiscardHandler)
-	notify := pgnotify.New(pool, log, jobs.Notify)
-	go notify.Run(ctx)
+	ctx, pool, notify, log := listening(t)
 	id := uuid.New()
 	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`), []byte(`{}`), []byte(`{}`)}); err != nil {
 		t.Fatal(err)
@@ -339,12 +339,7 @@ func TestUndecidedItemsAreStoredAfterBoundedAttempts(t *testing.T) {
 // names no run is dropped the first time it is leased, and the runs leased
 // beside it are worked as usual.
 func TestAJobWhosePayloadCannotBeReadEndsAtOnce(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := pgtest.NewPool(t)
-	defer cancel()
-	log := slog.New(slog.DiscardHandler)
-	notify := pgnotify.New(pool, log, jobs.Notify)
-	go notify.Run(ctx)
+	ctx, pool, notify, log := listening(t)
 	bad := uuid.New()
 	writes := jobs.NewWrites(Queue)
 	writes.Put(jobs.Job{ID: bad, Step: stepWork, Attempt: 1, DueAt: time.Now().Add(-time.Minute), Payload: []byte(`{"batch":"nope"}`)})
