@@ -115,7 +115,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		if answer != nil {
 			return answer()
 		}
-		seed, err := commandSeed(ctx, rdb, rkey, digest)
+		seed, err := commandSeed(ctx, rdb, prefix+"idemseed:"+accountOf(c).String()+":"+key, digest)
 		if err != nil {
 			rdb.Del(ctx, rkey)
 			rdb.Publish(ctx, keyDone(rkey), "released")
@@ -162,9 +162,9 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 // not kept (a 5xx, a process that died mid-request) sends the same
 // commands again, which are decided once. Another body under the key is
 // refused, as it is while the answer is kept.
-func commandSeed(ctx context.Context, rdb *redis.Client, rkey, digest string) (uuid.UUID, error) {
+func commandSeed(ctx context.Context, rdb *redis.Client, skey, digest string) (uuid.UUID, error) {
 	seed := uuid.New()
-	prev, err := rdb.SetArgs(ctx, rkey+":seed", digest+" "+seed.String(), redis.SetArgs{Mode: "NX", Get: true, TTL: IdempotencyWindow}).Result()
+	prev, err := rdb.SetArgs(ctx, skey, digest+" "+seed.String(), redis.SetArgs{Mode: "NX", Get: true, TTL: IdempotencyWindow}).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return seed, nil

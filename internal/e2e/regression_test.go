@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -77,17 +78,22 @@ func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
 	}
 }
 
-// forgetKeys removes every Idempotency-Key record kept in Redis whose
-// name matches suffix ("" for all): the answers, the command seeds or both.
-func forgetKeys(t *testing.T, d demoEnv, suffix string) {
+// forgetKeys removes the Idempotency-Key records kept in Redis: the
+// answers only (what a 5xx leaves), or with seeds the command seeds too
+// (what the end of the window leaves).
+func forgetKeys(t *testing.T, d demoEnv, seeds bool) {
 	t.Helper()
 	ctx := context.Background()
-	keys, err := d.app.Redis.Keys(ctx, d.cfg.RedisPrefix+"idem:*"+suffix).Result()
-	if err != nil {
-		t.Fatal(err)
+	patterns := []string{d.cfg.RedisPrefix + "idem:*"}
+	if seeds {
+		patterns = append(patterns, d.cfg.RedisPrefix+"idemseed:*")
 	}
-	for _, k := range keys {
-		if suffix == "" || strings.HasSuffix(k, suffix) {
+	for _, p := range patterns {
+		keys, err := d.app.Redis.Keys(ctx, p).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
 			d.app.Redis.Del(ctx, k)
 		}
 	}
@@ -106,7 +112,7 @@ func TestAKeyUsedAgainAfterItsWindowIsANewRequest(t *testing.T) {
 	if r := postWithKey(t, d.client, "/v1/orders/pod", "k-window", first); r.Status != 201 {
 		t.Fatalf("first create: %d %s", r.Status, r.Body)
 	}
-	forgetKeys(t, d, "") // the window is over
+	forgetKeys(t, d, true) // the window is over
 	r := postWithKey(t, d.client, "/v1/orders/pod", "k-window", second)
 	var o orderrm.Order
 	r.JSON(t, &o)
@@ -115,6 +121,21 @@ func TestAKeyUsedAgainAfterItsWindowIsANewRequest(t *testing.T) {
 	}
 	if g := d.client.Get("/v1/orders/pod/" + o.OrderID.String()); g.Status != 200 {
 		t.Errorf("the order the second create answered with: GET %d %s", g.Status, g.Body)
+	}
+}
+
+// Finding: a key's command seed was kept under the key's name plus
+// ":seed", which is the name another key, "K:seed", keeps its answer
+// under: a fresh request under K then met that answer and was refused 422.
+// Keys whose names extend one another are apart.
+func TestKeysWhoseNamesExtendOneAnotherAreApart(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	for i, key := range []string{"k-apart:seed", "k-apart"} {
+		body, _ := json.Marshal(tshirtOrder(v.VariantID, fmt.Sprintf("apart-%d", i), 1))
+		if r := postWithKey(t, d.client, "/v1/orders/pod", key, body); r.Status != 201 {
+			t.Errorf("create under %q: %d %s", key, r.Status, r.Body)
+		}
 	}
 }
 
