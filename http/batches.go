@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/batch"
 	"github.com/printpod/pod/commands/order"
-	"github.com/printpod/pod/schemas"
 )
 
 // MaxBatchOrders is the most orders one batch holds. A batch body is bound
@@ -169,12 +168,8 @@ func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 		return batch.Result{Status: fiber.StatusCreated, OrderID: &created.OrderID}
 	}
 	e := orderError(err)
-	if errors.Is(err, order.ErrUndecided) {
-		// A batch item has no Idempotency-Key to repeat: its command is
-		// looked up again by the next attempt.
-		e = &Error{Code: schemas.CodeServiceUnavailable, Message: "the order was recorded but not decided in time; " +
-			"it may still be created: look it up before submitting it again"}
-	}
 	body, _ := marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
-	return batch.Result{Status: e.Status(), Error: body}
+	// An undecided create's command is on the log: the worker keeps the
+	// item open until the next attempts find its decision.
+	return batch.Result{Status: e.Status(), Error: body, Undecided: errors.Is(err, order.ErrUndecided)}
 }

@@ -47,7 +47,9 @@ const (
 	// is worked again after retryAfter, doubling up to maxRetryDelay, at
 	// most maxAttempts times in all: 5+10+20+40+60×5 s, over six minutes
 	// of waits, outlast an outage of a few minutes of Kafka or Postgres.
-	// Then its undecided items are stored with their last answer.
+	// Then its unanswered items are stored with their last answer; an
+	// item whose command is on the log undecided (Result.Undecided) stays
+	// open until its decision is found.
 	retryAfter    = 5 * time.Second
 	maxRetryDelay = time.Minute
 	maxAttempts   = 10
@@ -81,6 +83,11 @@ type Result struct {
 	Status  int
 	OrderID *uuid.UUID // on 201
 	Error   []byte     // the error body otherwise, in the error catalogue's shape
+	// Undecided marks a 5xx whose create command is on the log, not yet
+	// decided: the decider will decide it, so the item stays open past
+	// maxAttempts (worked every maxRetryDelay) until its decision is
+	// found, and its result always matches the order.
+	Undecided bool
 }
 
 // final reports whether r is the item's outcome.
@@ -318,7 +325,7 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 			continue
 		}
 		if !r.final() {
-			if _, again := retryDelay(j.Attempt); again {
+			if _, again := retryDelay(j.Attempt); again || r.Undecided {
 				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index, "attempt", j.Attempt, "status", r.Status)
 				open[it.run] = true
 				continue
@@ -341,7 +348,10 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 		switch {
 		case !held[i]:
 		case open[i]:
-			delay, _ := retryDelay(j.Attempt)
+			delay, ok := retryDelay(j.Attempt)
+			if !ok {
+				delay = maxRetryDelay // an undecided item past its attempts
+			}
 			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(delay)})
 		default:
 			writes.Delete(j.ID)

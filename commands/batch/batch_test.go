@@ -246,12 +246,15 @@ func TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult(t *testing.T) {
 // TestUndecidedItemsAreStoredAfterBoundedAttempts: an item answered with
 // a 5xx, and one not answered at all, are worked again with a growing
 // delay (5 s doubling, at most a minute), and after the tenth attempt
-// stored as failed with a 5xx body in the error catalogue's shape, so
-// that the batch completes. The test brings each wait to its end.
+// stored as failed with a 5xx body in the error catalogue's shape; an
+// item whose command is on the log undecided stays open past the tenth
+// until it is decided, and is stored with its order. So the batch
+// completes, and each item's result matches its order. The test brings
+// each wait to its end.
 func TestUndecidedItemsAreStoredAfterBoundedAttempts(t *testing.T) {
 	ctx, pool, notify, log := listening(t)
 	id := uuid.New()
-	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`), []byte(`{}`), []byte(`{}`)}); err != nil {
+	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`), []byte(`{}`), []byte(`{}`), []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	unavailable := `{"error":"SERVICE_UNAVAILABLE","message":"the order log (Kafka) is unavailable; try again shortly"}`
@@ -267,6 +270,12 @@ func TestUndecidedItemsAreStoredAfterBoundedAttempts(t *testing.T) {
 			return Result{Status: 201, OrderID: &order}
 		case 1:
 			return Result{Status: 503, Error: []byte(unavailable)}
+		case 3: // its command is on the log; the decider is away for 12 attempts
+			if worked[3] <= 12 {
+				return Result{Status: 503, Error: []byte(unavailable), Undecided: true}
+			}
+			order := it.CommandID()
+			return Result{Status: 201, OrderID: &order}
 		}
 		return Result{} // no answer
 	}}
@@ -293,14 +302,14 @@ func TestUndecidedItemsAreStoredAfterBoundedAttempts(t *testing.T) {
 			(SELECT count(*) FROM jobs WHERE queue = $1)`, Queue, id).Scan(&done, &left); err != nil {
 			return err
 		}
-		if done != 3 || left != 0 {
-			return fmt.Errorf("%d of 3 items done, %d jobs left, waits so far %v", done, left, waits)
+		if done != 4 || left != 0 {
+			return fmt.Errorf("%d of 4 items done, %d jobs left, waits so far %v", done, left, waits)
 		}
 		return nil
 	})
 	mu.Lock()
-	if worked[0] != 1 || worked[1] != 10 || worked[2] != 10 {
-		t.Errorf("items worked %v times; want 1, 10, 10", worked)
+	if worked[0] != 1 || worked[1] != 10 || worked[2] != 10 || worked[3] != 13 {
+		t.Errorf("items worked %v times; want 1, 10, 10, 13", worked)
 	}
 	mu.Unlock()
 	for attempt := 2; attempt <= 10; attempt++ {
@@ -329,6 +338,7 @@ func TestUndecidedItemsAreStoredAfterBoundedAttempts(t *testing.T) {
 		case idx == 0 && status == 201 && order:
 		case idx == 1 && status == 503 && !order && result != nil && *result == unavailable:
 		case idx == 2 && status == 503 && !order && body.Error == schemas.CodeServiceUnavailable && body.Message != "":
+		case idx == 3 && status == 201 && order:
 		default:
 			t.Errorf("item %d stored as %d, order %v, %v", idx, status, order, result)
 		}
