@@ -172,7 +172,7 @@ func (w *rounds) add(rec record) error {
 		if err := codec.Unmarshal(r.Value, &res); err != nil {
 			return err
 		}
-		if at, ok := w.open[res.DeliveryID]; ok && res.Run == 1 && res.Attempt == 1 {
+		if at, ok := w.open[res.DeliveryID]; ok && res.Run == 1 && res.Attempt == 1 && w.list[at.round].tasks[at.index].Gen == res.Gen {
 			// The first attempt's result right after its task: one row
 			// write for both. The result still goes in the task's round,
 			// after the tasks, where it changes only a row that existed
@@ -228,7 +228,9 @@ func (w *rounds) flush(b *pgx.Batch) {
 }
 
 // queueTasks records deliveries (first attempt of a run): new rows, or a
-// newer run of a resent one. Deliveries of a webhook that no longer exists
+// newer run of a resent one, or the run again for a newer webhook
+// generation (a fan-out batch redone after its webhook was disabled and
+// enabled again, whose first try's copy the sender cancels). Deliveries of a webhook that no longer exists
 // are not recorded. A new row of a task whose first result is in firsts is
 // written with that result applied, as queueResults would have left it;
 // only first runs are merged, so on a conflict (the row exists) the task
@@ -273,9 +275,12 @@ func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask, firsts []*schemas.Attem
 		WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = t.webhook_id)
 		ON CONFLICT (id) DO UPDATE SET
 			payload = COALESCE(webhook_deliveries.payload, excluded.payload),
-			status = CASE WHEN webhook_deliveries.run < excluded.run THEN 'pending' ELSE webhook_deliveries.status END,
-			run_attempt = CASE WHEN webhook_deliveries.run < excluded.run THEN 0 ELSE webhook_deliveries.run_attempt END,
-			next_retry_at = CASE WHEN webhook_deliveries.run < excluded.run THEN excluded.next_retry_at ELSE webhook_deliveries.next_retry_at END,
+			status = CASE WHEN webhook_deliveries.run < excluded.run OR webhook_deliveries.gen < excluded.gen
+				THEN 'pending' ELSE webhook_deliveries.status END,
+			run_attempt = CASE WHEN webhook_deliveries.run < excluded.run OR webhook_deliveries.gen < excluded.gen
+				THEN 0 ELSE webhook_deliveries.run_attempt END,
+			next_retry_at = CASE WHEN webhook_deliveries.run < excluded.run OR webhook_deliveries.gen < excluded.gen
+				THEN excluded.next_retry_at ELSE webhook_deliveries.next_retry_at END,
 			gen = GREATEST(webhook_deliveries.gen, excluded.gen),
 			run = GREATEST(webhook_deliveries.run, excluded.run),
 			updated_at = now()
@@ -298,7 +303,10 @@ func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask, firsts []*schemas.Attem
 // makes the row, without payload until the task fills it. A new row
 // counts run_attempt attempts when a request was made and none
 // otherwise (attempt numbers start at 1), so excluded.attempts > 0 tells
-// an update whether this result was a request.
+// an update whether this result was a request. A result of an older
+// webhook generation than the row's (the cancelled copy of a task a
+// redone fan-out emitted again) never applies; one of a newer generation
+// applies at its run, as its task would.
 func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
 	if len(rs) == 0 {
 		return
@@ -339,13 +347,15 @@ func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
 			last_error = excluded.last_error,
 			next_retry_at = excluded.next_retry_at,
 			delivered_at = COALESCE(d.delivered_at, excluded.delivered_at),
+			gen = GREATEST(d.gen, excluded.gen),
 			updated_at = now()
-		WHERE d.run < excluded.run
+		WHERE d.gen <= excluded.gen AND (d.run < excluded.run
+			OR (d.run = excluded.run AND d.gen < excluded.gen)
 			OR (d.run = excluded.run AND d.run_attempt < excluded.run_attempt
 				AND (d.status = 'pending' OR excluded.status = 'success'))
 			OR (d.run = excluded.run AND d.run_attempt = excluded.run_attempt
 				AND ((d.status = 'pending' AND excluded.status <> 'pending')
-					OR (excluded.status = 'success' AND d.status <> 'success')))`,
+					OR (excluded.status = 'success' AND d.status <> 'success'))))`,
 		ids, hooks, accounts, events, topics, statuses, attempts, runs, runAttempts, gens, codes, errs, next, delivered, created)
 }
 

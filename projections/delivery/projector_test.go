@@ -46,6 +46,17 @@ func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliveryPending), result(d, 1, 2, schemas.DeliveryPending),
 				result(d, 1, 2, schemas.DeliverySuccess)}
 		},
+		// A fan-out batch redone after its webhook was disabled and
+		// enabled again emits the task again for the new generation; the
+		// first try's copy is worked too, and cancelled.
+		"a fan-out redone for a new generation, its old copy cancelled first": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{f.taskOf(d, 1, 1), f.resultOf(d, 1, 1, 1, schemas.DeliveryCancelled), f.taskOf(d, 1, 2),
+				f.resultOf(d, 1, 1, 2, schemas.DeliveryPending), f.resultOf(d, 1, 2, 2, schemas.DeliverySuccess)}
+		},
+		"a fan-out redone for a new generation, its old copy cancelled after the new task": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{f.taskOf(d, 1, 1), f.taskOf(d, 1, 2), f.resultOf(d, 1, 1, 1, schemas.DeliveryCancelled),
+				f.resultOf(d, 1, 1, 2, schemas.DeliveryPending), f.resultOf(d, 1, 2, 2, schemas.DeliverySuccess)}
+		},
 		// Likewise with the last attempt's failure and its dead letter.
 		"the last attempt made again after a crash lost its dead letter": func(d uuid.UUID) []*kgo.Record {
 			return []*kgo.Record{task(d, 1), result(d, 1, 1, schemas.DeliveryPending), result(d, 1, 2, schemas.DeliveryFailed),
@@ -86,6 +97,50 @@ func TestTheLogRowIsTheSameHoweverItsRecordsAreBatched(t *testing.T) {
 			if got := row(t, pool, d); got != wantRow {
 				t.Errorf("%s, %s: row\n%s\nwant (one record a batch)\n%s", name, split, got, wantRow)
 			}
+		}
+	}
+}
+
+// TestAnOldGenerationsCopyDoesNotEndTheNewOnesDelivery: a fan-out batch
+// redone after its webhook was disabled and enabled again put a delivery's
+// task on the log for both generations, and the sender cancels the old
+// one's copy. Whichever comes first, the row follows the new generation's
+// attempts: pending while they go on, failed when they fail.
+func TestAnOldGenerationsCopyDoesNotEndTheNewOnesDelivery(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	f := newLogFixture(t, pool)
+	status := func(d uuid.UUID) string {
+		var s string
+		if err := pool.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, d).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for name, records := range map[string]func(d uuid.UUID) []*kgo.Record{
+		"the old copy cancelled before the new task": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{f.taskOf(d, 1, 1), f.resultOf(d, 1, 1, 1, schemas.DeliveryCancelled), f.taskOf(d, 1, 2),
+				f.resultOf(d, 1, 1, 2, schemas.DeliveryPending)}
+		},
+		"the old copy cancelled after the new task": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{f.taskOf(d, 1, 1), f.taskOf(d, 1, 2), f.resultOf(d, 1, 1, 1, schemas.DeliveryCancelled),
+				f.resultOf(d, 1, 1, 2, schemas.DeliveryPending)}
+		},
+		"the old copy cancelled after the new attempt": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{f.taskOf(d, 1, 1), f.taskOf(d, 1, 2), f.resultOf(d, 1, 1, 2, schemas.DeliveryPending),
+				f.resultOf(d, 1, 1, 1, schemas.DeliveryCancelled)}
+		},
+	} {
+		d := uuid.New()
+		for _, r := range records(d) {
+			f.apply(t, pool, []*kgo.Record{r})
+		}
+		if got := status(d); got != schemas.DeliveryPending {
+			t.Errorf("%s: status %s while the new generation's attempts go on, want %s", name, got, schemas.DeliveryPending)
+		}
+		f.apply(t, pool, []*kgo.Record{f.resultOf(d, 1, 2, 2, schemas.DeliveryFailed)})
+		if got := status(d); got != schemas.DeliveryFailed {
+			t.Errorf("%s: status %s after the new generation's last attempt failed, want %s", name, got, schemas.DeliveryFailed)
 		}
 	}
 }
@@ -158,17 +213,29 @@ func newLogFixture(t *testing.T, pool *pgxpool.Pool) logFixture {
 	return f
 }
 
-func (f logFixture) task(d uuid.UUID, run int) *kgo.Record {
+func (f logFixture) task(d uuid.UUID, run int) *kgo.Record { return f.taskOf(d, run, 1) }
+
+// taskOf is the task of delivery d's run for the webhook's generation gen.
+func (f logFixture) taskOf(d uuid.UUID, run, gen int) *kgo.Record {
 	v, _ := json.Marshal(schemas.DeliveryTask{DeliveryID: d, WebhookID: f.hook, AccountID: f.account, EventID: d, Topic: "order.created",
-		Gen: 1, Run: run, Attempt: 1, DueAt: f.at.Add(time.Duration(run) * time.Minute), CreatedAt: f.at, Payload: json.RawMessage(`{"id":1}`)})
+		Gen: gen, Run: run, Attempt: 1, DueAt: f.at.Add(time.Duration(run) * time.Minute), CreatedAt: f.at, Payload: json.RawMessage(`{"id":1}`)})
 	return &kgo.Record{Topic: f.n.Topic(schemas.TopicWebhookDeliveries), Value: v}
 }
 
 func (f logFixture) result(d uuid.UUID, run, attempt int, status string) *kgo.Record {
+	return f.resultOf(d, run, attempt, 1, status)
+}
+
+// resultOf is the result of an attempt of delivery d's run, for the
+// webhook's generation gen; a cancelled one made no request.
+func (f logFixture) resultOf(d uuid.UUID, run, attempt, gen int, status string) *kgo.Record {
 	code := 500
-	r := schemas.AttemptResult{DeliveryID: d, WebhookID: f.hook, AccountID: f.account, EventID: d, Topic: "order.created", Gen: 1,
+	r := schemas.AttemptResult{DeliveryID: d, WebhookID: f.hook, AccountID: f.account, EventID: d, Topic: "order.created", Gen: gen,
 		Run: run, Attempt: attempt, Attempted: true, Status: status, StatusCode: &code, At: f.at.Add(time.Duration(attempt) * time.Second), CreatedAt: f.at}
-	if status == schemas.DeliverySuccess {
+	if status == schemas.DeliveryCancelled {
+		msg := "webhook_disabled"
+		r.Attempted, r.StatusCode, r.Error = false, nil, &msg
+	} else if status == schemas.DeliverySuccess {
 		code = 200
 	} else if status == schemas.DeliveryPending {
 		next := f.at.Add(time.Hour)
