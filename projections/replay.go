@@ -29,6 +29,17 @@ var All = map[string]Projection{
 	"orders":  {Consumer: orderrm.ConsumerName, Topic: schemas.TopicOrderEvents, Tables: orderrm.Tables},
 }
 
+// ByConsumer names the read model the consumer builds ("" and false for
+// a consumer that is not one podctl replay rebuilds).
+func ByConsumer(consumer string) (string, bool) {
+	for name, p := range All {
+		if p.Consumer == consumer {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 // Names lists the projection names, sorted.
 func Names() []string {
 	var out []string

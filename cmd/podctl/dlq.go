@@ -13,8 +13,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/stream"
-	catalogrm "github.com/printpod/pod/projections/catalog"
-	orderrm "github.com/printpod/pod/projections/order"
+	"github.com/printpod/pod/projections"
 	"github.com/printpod/pod/schemas"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -71,7 +70,11 @@ func dlqCmd() *cobra.Command {
 			if consumer == "" {
 				return errors.New("--consumer is required")
 			}
-			if projection, ok := rebuiltWhole[consumer]; ok {
+			// A read model podctl replay rebuilds: its projector passed
+			// over an entity's later events when its earlier one was
+			// missing, so an event put back on its own would take the
+			// entity back to that event's version.
+			if projection, ok := projections.ByConsumer(consumer); ok {
 				return fmt.Errorf("the dead letters of %s are not replayed one by one: the later events "+
 					"of what they touch were passed over without them, and the events topic's other "+
 					"consumers would take them again; once the cause is fixed, rebuild the read model "+
@@ -95,12 +98,6 @@ func dlqCmd() *cobra.Command {
 	cmd.AddCommand(list, replay)
 	return cmd
 }
-
-// rebuiltWhole names the read models whose dead letters are not replayed
-// alone (podctl replay rebuilds them): their projectors pass over an
-// entity's later events when its earlier one is missing, so an event put
-// back on its own would take the entity back to that event's version.
-var rebuiltWhole = map[string]string{orderrm.ConsumerName: "orders", catalogrm.ConsumerName: "catalog"}
 
 // ReplayGroup is the consumer group whose committed offset is the replay
 // position of consumer's dead-letter topic (with the group prefix of n).
