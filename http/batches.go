@@ -163,7 +163,7 @@ func (b *Batches) status(ctx context.Context, account, id uuid.UUID, items bool)
 func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 	id := it.CommandID()
 	created, _, _, err := o.createProjected(ctx, order.CreateInput{AccountID: it.Account, Body: it.Body, Via: "api",
-		CommandID: id, DefaultReference: "batch-" + id.String()})
+		CommandID: id, Sent: it.Sent, DefaultReference: "batch-" + id.String()})
 	if err == nil {
 		return batch.Result{Status: fiber.StatusCreated, OrderID: &created.OrderID}
 	}

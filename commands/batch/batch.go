@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,7 +66,10 @@ type Item struct {
 	Account uuid.UUID
 	Index   int
 	Body    []byte
-	run     int // the leased run it belongs to (its position in the round)
+	// Sent: an earlier attempt put the item's create on the log, not yet
+	// decided; the item waits for that decision.
+	Sent bool
+	run  int // the leased run it belongs to (its position in the round)
 }
 
 // CommandID is the item's create command id: an item worked twice finds
@@ -124,6 +128,10 @@ type runJob struct {
 	Account uuid.UUID `json:"account"`
 	From    int       `json:"from"`
 	To      int       `json:"to"`
+	// Sent lists the items whose create command an earlier attempt put on
+	// the log undecided: they are only waited for, never validated and
+	// sent again (what the catalog says now does not matter to them).
+	Sent []int `json:"sent,omitempty"`
 }
 
 // Store records a batch of account's order bodies and the jobs that work
@@ -254,7 +262,7 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	// item's result is not to be lost.
 	bg, cancelFinish := context.WithTimeout(context.WithoutCancel(ctx), finishBudget)
 	defer cancelFinish()
-	return n, w.finish(bg, leased, items, results)
+	return n, w.finish(bg, leased, runs, items, results)
 }
 
 // drop ends jobs that cannot be worked.
@@ -294,10 +302,14 @@ func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read batch items: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
 		var it Item
 		return it, r.Scan(&it.Batch, &it.Account, &it.Index, &it.Body, &it.run)
 	})
+	for i := range items {
+		items[i].Sent = slices.Contains(runs[items[i].run].Sent, items[i].Index)
+	}
+	return items, err
 }
 
 // finish stores the decided items' results, ends the jobs whose items are
@@ -307,7 +319,7 @@ func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
 // job stays leased long enough: a job whose lease ran out may have been
 // leased and worked by another worker since, whose results and schedule
 // stand. And an item keeps the first result stored for it.
-func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, results []Result) error {
+func (w *Worker) finish(ctx context.Context, leased []jobs.Job, runs []runJob, items []Item, results []Result) error {
 	held := make([]bool, len(leased))
 	for i, j := range leased {
 		if held[i] = time.Until(j.DueAt) > finishBudget; !held[i] {
@@ -317,7 +329,8 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 	var batches, orders []uuid.UUID
 	var idx, status []int32
 	var bodies [][]byte
-	open := make([]bool, len(leased)) // a run with an undecided item
+	open := make([]bool, len(leased))  // a run with an undecided item
+	sent := make([][]int, len(leased)) // its items whose command is on the log
 	for i, it := range items {
 		r := results[i]
 		j := leased[it.run]
@@ -325,7 +338,10 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 			continue
 		}
 		if !r.final() {
-			if _, again := retryDelay(j.Attempt); again || r.Undecided {
+			if r.Undecided || it.Sent {
+				sent[it.run] = append(sent[it.run], it.Index)
+			}
+			if _, again := retryDelay(j.Attempt); again || r.Undecided || it.Sent {
 				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index, "attempt", j.Attempt, "status", r.Status)
 				open[it.run] = true
 				continue
@@ -352,7 +368,13 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, items []Item, re
 			if !ok {
 				delay = maxRetryDelay // an undecided item past its attempts
 			}
-			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(delay)})
+			next := runs[i]
+			next.Sent = sent[i]
+			payload, err := codec.Marshal(next)
+			if err != nil {
+				return err
+			}
+			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(delay), Payload: payload})
 		default:
 			writes.Delete(j.ID)
 		}

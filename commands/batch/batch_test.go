@@ -180,7 +180,8 @@ func TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult(t *testing.T) {
 	if err != nil || len(leased) != 1 {
 		t.Fatalf("claimed %d jobs (%v), want the run", len(leased), err)
 	}
-	items, err := w.pending(ctx, []runJob{{Batch: id, From: 0, To: 2}})
+	runs := []runJob{{Batch: id, From: 0, To: 2}}
+	items, err := w.pending(ctx, runs)
 	if err != nil || len(items) != 2 {
 		t.Fatalf("%d pending items (%v)", len(items), err)
 	}
@@ -209,7 +210,7 @@ func TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult(t *testing.T) {
 	}
 
 	// The holder of the run: item 0 created, item 1 undecided.
-	if err := w.finish(ctx, leased, items, []Result{{Status: 201, OrderID: &first}, {}}); err != nil {
+	if err := w.finish(ctx, leased, runs, items, []Result{{Status: 201, OrderID: &first}, {}}); err != nil {
 		t.Fatal(err)
 	}
 	got, attempt, left := state()
@@ -220,7 +221,7 @@ func TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult(t *testing.T) {
 	// An earlier holder whose lease ran out meanwhile finishes late.
 	stale := leased[0]
 	stale.DueAt = time.Now().Add(-time.Second)
-	if err := w.finish(ctx, []jobs.Job{stale}, items, []Result{refused, {Status: 201, OrderID: &other}}); err != nil {
+	if err := w.finish(ctx, []jobs.Job{stale}, runs, items, []Result{refused, {Status: 201, OrderID: &other}}); err != nil {
 		t.Fatal(err)
 	}
 	if now, attemptNow, leftNow := state(); now != got || leftNow != left || attemptNow != attempt {
@@ -231,7 +232,7 @@ func TestFinishActsOnlyWithinItsLeaseAndKeepsTheFirstResult(t *testing.T) {
 	// A holder still within its lease whose item 0 was stored meanwhile.
 	held := leased[0]
 	held.DueAt = time.Now().Add(lease)
-	if err := w.finish(ctx, []jobs.Job{held}, items, []Result{refused, {Status: 201, OrderID: &other}}); err != nil {
+	if err := w.finish(ctx, []jobs.Job{held}, runs, items, []Result{refused, {Status: 201, OrderID: &other}}); err != nil {
 		t.Fatal(err)
 	}
 	got, _, left = state()

@@ -29,6 +29,11 @@ type CreateInput struct {
 	// derived from its batch and position, so working it twice finds the
 	// first decision instead of creating a second order.
 	CommandID uuid.UUID
+	// Sent: an earlier attempt put CommandID's create on the log and it
+	// was not decided then. The create waits for that decision instead of
+	// validating against today's catalog and sending again: the decider
+	// will decide the command as it was sent.
+	Sent bool
 	// DefaultReference is used when the body has no reference_id.
 	DefaultReference string
 	// BeforeSend, when set, is called with the order's id before its
@@ -111,6 +116,13 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 			return Created{}, err
 		}
 		if ok {
+			return c.decided(ctx, in, dec)
+		}
+		if in.Sent {
+			dec, err := c.Bus.Await(ctx, cmdID, c.wait())
+			if err != nil {
+				return Created{}, err
+			}
 			return c.decided(ctx, in, dec)
 		}
 	}

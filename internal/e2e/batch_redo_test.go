@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -22,6 +23,16 @@ import (
 // order it created (201 and that order's id), not as the 400 a fresh create
 // of its body would answer now.
 func TestBatchItemWorkedAgainAnswersFromItsDecision(t *testing.T) {
+	t.Run("decided before the item is worked again", func(t *testing.T) { batchItemRedo(t, true) })
+	// Found by review: the second work found no decision yet, validated
+	// the body against today's catalog, and stored the 400.
+	t.Run("worked again while still undecided", func(t *testing.T) { batchItemRedo(t, false) })
+}
+
+// batchItemRedo plays an item whose create is on the log undecided while
+// its variant is archived; holdJob keeps the item from being worked again
+// until its create is decided, else it is worked again before.
+func batchItemRedo(t *testing.T, holdJob bool) {
 	d := startDemo(t, noPusher)
 	ctx := context.Background()
 	pool := d.app.Pool
@@ -57,14 +68,31 @@ func TestBatchItemWorkedAgainAnswersFromItsDecision(t *testing.T) {
 
 	// Once the first work of the run ended (its job moved to attempt 2),
 	// hold the job so that it is not worked again before the catalog and
-	// the decision changed.
+	// the decision changed (when holdJob).
 	var job pgx.Tx
 	defer func() {
 		if job != nil {
 			_ = job.Rollback(ctx)
 		}
 	}()
+	attempt := func() int { // the run's attempt; past any when the run has ended
+		var n int
+		err := pool.QueryRow(ctx, `SELECT attempt FROM jobs WHERE queue = $1 AND payload->>'batch' = $2`, batch.Queue, st.BatchID.String()).Scan(&n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return math.MaxInt32
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	testenv.Eventually(t, 60*time.Second, func() error {
+		if !holdJob {
+			if n := attempt(); n < 2 {
+				return fmt.Errorf("the item's run is at attempt %d", n)
+			}
+			return nil
+		}
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return err
@@ -99,6 +127,20 @@ func TestBatchItemWorkedAgainAnswersFromItsDecision(t *testing.T) {
 		}
 		return nil
 	})
+	if !holdJob {
+		// The item is worked again, still undecided, after the archive.
+		after := attempt()
+		testenv.Eventually(t, 60*time.Second, func() error {
+			if n := attempt(); n <= after {
+				return fmt.Errorf("the item's run is still at attempt %d", n)
+			}
+			return nil
+		})
+		client.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
+		if st.Items[0].Status != "pending" {
+			t.Fatalf("an item whose create is on the log undecided was stored as %s %d %s", st.Items[0].Status, deref(st.Items[0].HTTPStatus), st.Items[0].Error)
+		}
+	}
 	// The decider stores its decision: the item's order was created.
 	if err := decider.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -117,10 +159,12 @@ func TestBatchItemWorkedAgainAnswersFromItsDecision(t *testing.T) {
 	}
 
 	// The item is worked again.
-	if err := job.Rollback(ctx); err != nil {
-		t.Fatal(err)
+	if job != nil {
+		if err := job.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		job = nil
 	}
-	job = nil
 	testenv.Eventually(t, 60*time.Second, func() error {
 		client.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
 		if st.Status != "completed" {
