@@ -28,6 +28,7 @@ const (
 	localAccount = "account"
 	localToken   = "token_hash"
 	localSeed    = "command_seed"
+	localSent    = "command_sent"
 )
 
 func unauthorized(msg string) *Error {

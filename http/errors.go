@@ -21,6 +21,10 @@ type Error struct {
 	Details map[string]any
 	// RetryAfter, when positive, is sent as the Retry-After header (seconds).
 	RetryAfter int
+	// recorded marks the 503 of a request whose command is on the log,
+	// not yet decided (Undecided): a repeat under its Idempotency-Key
+	// waits for that decision (see commandSeed).
+	recorded bool
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status(), e.Code, e.Message) }
@@ -53,7 +57,7 @@ func Unavailable(what string) *Error {
 // Undecided is the 503 answered when a command is on its log but was not
 // decided in time; lookup says where else its outcome shows, if anywhere.
 func Undecided(lookup string) *Error {
-	return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+	return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5, recorded: true,
 		Message: "the request was recorded but not decided in time; it will still be applied. Repeat it with the same Idempotency-Key" +
 			lookup + " to learn the outcome"}
 }

@@ -115,13 +115,15 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		if answer != nil {
 			return answer()
 		}
-		seed, err := commandSeed(ctx, rdb, prefix+"idemseed:"+accountOf(c).String()+":"+key, digest)
+		skey := prefix + "idemseed:" + accountOf(c).String() + ":" + key
+		seed, sent, err := commandSeed(ctx, rdb, skey, digest)
 		if err != nil {
 			rdb.Del(ctx, rkey)
 			rdb.Publish(ctx, keyDone(rkey), "released")
 			return err
 		}
 		c.Locals(localSeed, seed)
+		c.Locals(localSent, sent)
 
 		err = c.Next()
 		if err != nil {
@@ -134,6 +136,9 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		bg, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), 2*time.Second)
 		defer cancel()
 		if status >= 500 {
+			if e := (*Error)(nil); errors.As(err, &e) && e.recorded && !sent {
+				rdb.SetArgs(bg, skey, digest+" "+seed.String()+" "+seedSent, redis.SetArgs{KeepTTL: true})
+			}
 			rdb.Del(bg, rkey)
 			rdb.Publish(bg, keyDone(rkey), "released")
 			return nil
@@ -162,21 +167,30 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 // not kept (a 5xx, a process that died mid-request) sends the same
 // commands again, which are decided once. Another body under the key is
 // refused, as it is while the answer is kept.
-func commandSeed(ctx context.Context, rdb *redis.Client, skey, digest string) (uuid.UUID, error) {
-	seed := uuid.New()
+//
+// sent reports that an earlier request's command went on the log and was
+// not decided then (its 503 said so, and the seed was marked seedSent):
+// the repeat waits for that decision rather than checking the request
+// again against what may have changed since.
+func commandSeed(ctx context.Context, rdb *redis.Client, skey, digest string) (seed uuid.UUID, sent bool, err error) {
+	seed = uuid.New()
 	prev, err := rdb.SetArgs(ctx, skey, digest+" "+seed.String(), redis.SetArgs{Mode: "NX", Get: true, TTL: IdempotencyWindow}).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return seed, nil
+		return seed, false, nil
 	case err != nil:
-		return uuid.Nil, Unavailable("the idempotency store (Redis)")
+		return uuid.Nil, false, Unavailable("the idempotency store (Redis)")
 	}
-	d, s, _ := strings.Cut(prev, " ")
-	if d != digest {
-		return uuid.Nil, keyReused()
+	fields := strings.Fields(prev)
+	if len(fields) < 2 || fields[0] != digest {
+		return uuid.Nil, false, keyReused()
 	}
-	return uuid.Parse(s)
+	seed, err = uuid.Parse(fields[1])
+	return seed, len(fields) > 2 && fields[2] == seedSent, err
 }
+
+// seedSent marks a command seed whose request's command is on the log.
+const seedSent = "sent"
 
 // keyReused refuses a request whose Idempotency-Key came with another body.
 func keyReused() error {

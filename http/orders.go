@@ -172,6 +172,7 @@ func (o *Orders) postOrder(c *fiber.Ctx) error {
 	in := order.CreateInput{AccountID: accountOf(c), Body: c.Body(), Via: "api"}
 	if _, keyed := c.Locals(localSeed).(uuid.UUID); keyed {
 		in.CommandID = commandID(c, "create")
+		in.Sent, _ = c.Locals(localSent).(bool)
 		in.DefaultReference = "idem-" + in.CommandID.String()
 	}
 	status, body := o.create(c.UserContext(), in)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"github.com/printpod/pod/commands/batch"
 	"github.com/printpod/pod/commands/catalog"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/testenv"
 )
 
@@ -36,16 +38,8 @@ func batchItemRedo(t *testing.T, holdJob bool) {
 	d := startDemo(t, noPusher)
 	ctx := context.Background()
 	pool := d.app.Pool
-	account, token := d.newAccount(t, "batch-redo-"+testenv.RandomSuffix())
-	client := testenv.NewClient(t, "http://"+d.app.Addr(), token)
-	storeID, productID, variantID := uuid.New(), uuid.New(), uuid.New()
-	domain := "redo-" + testenv.RandomSuffix() + ".myshopify.com"
-	shelf := func(status string) catalog.File {
-		return catalog.File{Stores: []catalog.StoreDoc{{StoreID: &storeID, Name: "Redo", Status: "ACTIVE", ShopDomain: domain,
-			Products: []catalog.ProductDoc{{ProductID: &productID, Title: "Redo Tee", Status: status,
-				Variants: []catalog.VariantDoc{{VariantID: &variantID, Title: "M", SKU: "RD-M", Price: "10", Category: "tshirt"}}}}}}}
-	}
-	importAndWait(t, d, account, shelf("ACTIVE"))
+	sh := newShelf(t, d)
+	client, storeID, variantID := sh.client, sh.store, sh.variant
 
 	// The decider cannot store decisions while the table is locked: the
 	// item's create goes on the log and its wait ends undecided.
@@ -120,7 +114,7 @@ func batchItemRedo(t *testing.T, holdJob bool) {
 	}
 
 	// The variant is archived; a single create of the body is refused now.
-	importAndWait(t, d, account, shelf("ARCHIVED"))
+	sh.set(t, d, "ARCHIVED")
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if r := client.Do("POST", "/v1/orders/pod", tshirtOrder(variantID, "redo-probe", 1)); r.Status != 400 {
 			return fmt.Errorf("a create with the archived variant: %d %s", r.Status, r.Body)
@@ -186,4 +180,65 @@ func deref(p *int) int {
 		return 0
 	}
 	return *p
+}
+
+// shelf is an account of its own with one store selling one t-shirt
+// variant, whose product a test can archive.
+type shelf struct {
+	account                 uuid.UUID
+	client                  *testenv.Client
+	store, product, variant uuid.UUID
+	domain                  string
+}
+
+func newShelf(t *testing.T, d demoEnv) shelf {
+	t.Helper()
+	account, token := d.newAccount(t, "shelf-"+testenv.RandomSuffix())
+	sh := shelf{account: account, client: testenv.NewClient(t, "http://"+d.app.Addr(), token),
+		store: uuid.New(), product: uuid.New(), variant: uuid.New(), domain: "shelf-" + testenv.RandomSuffix() + ".myshopify.com"}
+	sh.set(t, d, "ACTIVE")
+	return sh
+}
+
+// set imports the shelf with its product at status and waits for it.
+func (sh shelf) set(t *testing.T, d demoEnv, status string) {
+	t.Helper()
+	importAndWait(t, d, sh.account, catalog.File{Stores: []catalog.StoreDoc{{StoreID: &sh.store, Name: "Shelf", Status: "ACTIVE", ShopDomain: sh.domain,
+		Products: []catalog.ProductDoc{{ProductID: &sh.product, Title: "Shelf Tee", Status: status,
+			Variants: []catalog.VariantDoc{{VariantID: &sh.variant, Title: "M", SKU: "SH-M", Price: "10", Category: "tshirt"}}}}}}})
+}
+
+// A create repeated under its Idempotency-Key after an undecided 503 waits
+// for the decision of the command it sent, whatever the catalog says
+// since: found by review, the repeat validated the body again and kept a
+// 400 for 24 h for an order the decider then created.
+func TestAKeyedCreateRepeatedWhileUndecidedWaitsForItsDecision(t *testing.T) {
+	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
+	sh := newShelf(t, d)
+	body, _ := json.Marshal(tshirtOrder(sh.variant, "keyed-redo", 1))
+	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-redo", body); r.Status != 503 {
+		t.Fatalf("first create without a decider: %d %s", r.Status, r.Body)
+	}
+	sh.set(t, d, "ARCHIVED")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if r := sh.client.Do("POST", "/v1/orders/pod", tshirtOrder(sh.variant, "keyed-probe", 1)); r.Status != 400 {
+			return fmt.Errorf("a create with the archived variant: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
+	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-redo", body); r.Status != 503 {
+		t.Fatalf("the repeat while its create is undecided: %d %s; want 503, still undecided", r.Status, r.Body)
+	}
+	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider} })
+	want := order.OrderID(sh.store, "keyed-redo")
+	testenv.Eventually(t, 60*time.Second, func() error {
+		r := postWithKey(t, sh.client, "/v1/orders/pod", "k-redo", body)
+		var o struct {
+			OrderID uuid.UUID `json:"order_id"`
+		}
+		if r.Status != 201 || json.Unmarshal(r.Body, &o) != nil || o.OrderID != want {
+			return fmt.Errorf("the repeat once decided: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
 }
