@@ -78,7 +78,7 @@ func (b *Batches) post(c *fiber.Ctx) error {
 		}
 	}
 	ctx := c.UserContext()
-	id := uuid.New()
+	id := commandID(c, "batch") // a keyed repeat after a lost answer finds its batch
 	account := accountOf(c)
 	bodies := make([][]byte, n)
 	for i, o := range body.Orders {

@@ -7,6 +7,7 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -135,12 +136,18 @@ type runJob struct {
 }
 
 // Store records a batch of account's order bodies and the jobs that work
-// them, in one transaction, and returns when it was created.
+// them, in one transaction, and returns when it was created. A batch id
+// stored before (a keyed request repeated after its answer was lost, whose
+// id derives from its Idempotency-Key) is left as it is.
 func Store(ctx context.Context, pool *pgxpool.Pool, id, account uuid.UUID, bodies [][]byte) (time.Time, error) {
 	var created time.Time
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `INSERT INTO order_batches (batch_id, account_id, total) VALUES ($1, $2, $3) RETURNING created_at`,
-			id, account, len(bodies)).Scan(&created); err != nil {
+		err := tx.QueryRow(ctx, `INSERT INTO order_batches (batch_id, account_id, total) VALUES ($1, $2, $3)
+			ON CONFLICT (batch_id) DO NOTHING RETURNING created_at`, id, account, len(bodies)).Scan(&created)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return tx.QueryRow(ctx, `SELECT created_at FROM order_batches WHERE batch_id = $1`, id).Scan(&created)
+		}
+		if err != nil {
 			return err
 		}
 		rows := make([][]any, len(bodies))

@@ -139,6 +139,31 @@ func TestKeysWhoseNamesExtendOneAnotherAreApart(t *testing.T) {
 	}
 }
 
+// Finding (review): a batch's id was new on every request, so a keyed batch
+// POST repeated after an answer that was not kept (a 5xx after the batch
+// was stored) stored a second batch, whose forced items made second orders.
+// The repeat finds the batch it stored.
+func TestAKeyedBatchRepeatedAfterALostAnswerIsTheSameBatch(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	body, _ := json.Marshal(map[string]any{"orders": []any{tshirtOrder(v.VariantID, "batch-once", 1)}})
+	var ids []string
+	for range 2 {
+		r := postWithKey(t, d.client, "/v1/orders/pod/batches", "k-batch", body)
+		var st struct {
+			BatchID string `json:"batch_id"`
+		}
+		if r.Status != 202 || json.Unmarshal(r.Body, &st) != nil {
+			t.Fatalf("batch: %d %s", r.Status, r.Body)
+		}
+		ids = append(ids, st.BatchID)
+		forgetKeys(t, d, false) // the answer was not kept
+	}
+	if ids[0] != ids[1] {
+		t.Errorf("a repeat of a keyed batch stored batch %s beside %s", ids[1], ids[0])
+	}
+}
+
 // Finding: PATCH and DELETE derived their command ids from the key too,
 // without the webhook or the body, so the second of two requests under
 // one key was answered from the first one's decision and did nothing.
