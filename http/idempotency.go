@@ -137,7 +137,7 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		defer cancel()
 		if status >= 500 {
 			if e := (*Error)(nil); errors.As(err, &e) && e.recorded && !sent {
-				rdb.SetArgs(bg, skey, digest+" "+seed.String()+" "+seedSent, redis.SetArgs{KeepTTL: true})
+				rdb.SetArgs(bg, skey, digest+" "+seed.String()+" "+seedSent, redis.SetArgs{Mode: "XX", KeepTTL: true})
 			}
 			rdb.Del(bg, rkey)
 			rdb.Publish(bg, keyDone(rkey), "released")
