@@ -66,8 +66,10 @@ func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decisi
 		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) }))
 }
 
-// DecideNew is Decide for a command with a fresh id (no earlier decision
-// can exist): it sends and waits, loading the decision once.
+// DecideNew is Decide for a command with no decision found: a fresh id,
+// or one its caller has just looked up (a decision made since is announced
+// again when the decider meets the command once more). It sends and
+// waits, loading the decision once.
 func (b *Bus) DecideNew(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
 	return b.undecided(pgnotify.DecideNew(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.announcement(c.ID),
 		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) }))

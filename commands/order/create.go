@@ -144,9 +144,6 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	if in.BeforeSend != nil {
 		in.BeforeSend(orderID)
 	}
-	// No decision was found above (or the id is new): send and wait. A
-	// decision made since that look (an earlier send of the command) is
-	// announced again when the decider meets the command once more.
 	dec, err := c.Bus.DecideNew(ctx, cmd, c.wait())
 	if err != nil {
 		if !errors.Is(err, ErrUndecided) {
