@@ -345,10 +345,11 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, runs []runJob, i
 			continue
 		}
 		if !r.final() {
-			if r.Undecided || it.Sent {
+			onLog := r.Undecided || it.Sent // its create will be decided
+			if onLog {
 				sent[it.run] = append(sent[it.run], it.Index)
 			}
-			if _, again := retryDelay(j.Attempt); again || r.Undecided || it.Sent {
+			if _, again := retryDelay(j.Attempt); again || onLog {
 				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index, "attempt", j.Attempt, "status", r.Status)
 				open[it.run] = true
 				continue
