@@ -37,9 +37,9 @@ const (
 	// its projection up to 10 s.
 	worstRound = 60 * time.Second
 	// finishBudget bounds finish's transaction. A round's items are
-	// worked until twice that before the lease ends, and finish acts for
-	// a job only while its lease has more than that left, so what a
-	// holder stores is stored before another may lease the job.
+	// worked until twice that before the lease ends, so a holder stores
+	// its results before another may lease the job (finish stores nothing
+	// for a job leased again since).
 	finishBudget = 10 * time.Second
 	// lease is how long a worker keeps its runs: a worst round and the
 	// finish, with time to spare. When a worker dies its runs come due
@@ -272,15 +272,22 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	return n, w.finish(bg, leased, runs, items, results)
 }
 
-// drop ends jobs that cannot be worked.
+// drop ends jobs that cannot be worked, those still under this worker's
+// lease.
 func (w *Worker) drop(ctx context.Context, bad []jobs.Job) error {
-	writes := jobs.NewWrites(Queue)
-	for _, j := range bad {
-		writes.Delete(j.ID)
-	}
-	b := &pgx.Batch{}
-	writes.Queue(b)
-	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		held, err := jobs.Hold(ctx, tx, Queue, bad)
+		if err != nil || len(held) == 0 {
+			return err
+		}
+		writes := jobs.NewWrites(Queue)
+		for id := range held {
+			writes.Delete(id)
+		}
+		b := &pgx.Batch{}
+		writes.Queue(b)
+		return tx.SendBatch(ctx, b).Close()
+	})
 }
 
 func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
@@ -320,17 +327,31 @@ func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
 }
 
 // finish stores the decided items' results, ends the jobs whose items are
-// all decided and reschedules the others, in one transaction. It acts only
-// for the jobs whose lease has more than finishBudget left (its
-// transaction's bound), as the push worker starts a call only while its
-// job stays leased long enough: a job whose lease ran out may have been
-// leased and worked by another worker since, whose results and schedule
-// stand. And an item keeps the first result stored for it.
+// all decided and reschedules the others, in one transaction that holds
+// the jobs (jobs.Hold): it acts only for the jobs still under this
+// worker's lease. A job whose lease another worker has taken over since is
+// that worker's to finish, whatever this worker's clock says. An item
+// keeps the first result stored for it.
 func (w *Worker) finish(ctx context.Context, leased []jobs.Job, runs []runJob, items []Item, results []Result) error {
+	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error {
+		held, err := jobs.Hold(ctx, tx, Queue, leased)
+		if err != nil {
+			return err
+		}
+		b, err := w.finishing(leased, held, runs, items, results)
+		if err != nil || b.Len() == 0 {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+}
+
+// finishing is what finish writes for the held jobs.
+func (w *Worker) finishing(leased []jobs.Job, heldIDs map[uuid.UUID]bool, runs []runJob, items []Item, results []Result) (*pgx.Batch, error) {
 	held := make([]bool, len(leased))
 	for i, j := range leased {
-		if held[i] = time.Until(j.DueAt) > finishBudget; !held[i] {
-			w.Log.Warn("batch run's lease ran out before its results were stored; left to its next holder", "job", j.ID, "lease_end", j.DueAt)
+		if held[i] = heldIDs[j.ID]; !held[i] {
+			w.Log.Warn("batch run no longer under this worker's lease; its results are left to its next holder", "job", j.ID, "lease_end", j.DueAt)
 		}
 	}
 	var batches, orders []uuid.UUID
@@ -380,7 +401,7 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, runs []runJob, i
 			next.Sent = sent[i]
 			payload, err := codec.Marshal(next)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			writes.Put(jobs.Job{ID: j.ID, Step: stepWork, Attempt: j.Attempt + 1, DueAt: time.Now().Add(delay), Payload: payload})
 		default:
@@ -395,10 +416,7 @@ func (w *Worker) finish(ctx context.Context, leased []jobs.Job, runs []runJob, i
 			WHERE i.batch_id = r.batch_id AND i.idx = r.idx AND NOT i.done`, batches, idx, status, orders, jsonTexts(bodies))
 	}
 	writes.Queue(b)
-	if b.Len() == 0 {
-		return nil
-	}
-	return pgx.BeginFunc(ctx, w.Pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+	return b, nil
 }
 
 // jsonTexts passes error bodies as text (nil stays NULL), so the json

@@ -7,8 +7,10 @@
 // leased or parked ones), and a worker that dies leaves its jobs to come
 // due again when their lease runs out. What owns a job's life (the order
 // decider for pushes) puts, reschedules and deletes it inside its own
-// transaction; workers only lease. Putting due work announces the queue on
-// Notify so idle workers claim at once.
+// transaction. A worker that owns its jobs' life too (the batch worker)
+// changes the jobs it leased in a transaction that holds them (Hold).
+// Putting due work announces the queue on Notify so idle workers claim at
+// once.
 package jobs
 
 import (
@@ -163,4 +165,34 @@ func Claim(ctx context.Context, tx pgx.Tx, queue string, n int, lease time.Durat
 		return nil, fmt.Errorf("lease %s jobs: %w", queue, err)
 	}
 	return out, nil
+}
+
+// holdLeased locks the jobs whose due time is still the one their lease
+// set. The id list is given twice so the primary key serves it whatever
+// the join order.
+const holdLeased = `SELECT j.id FROM jobs j JOIN unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease) ON j.id = l.id AND j.due_at = l.lease
+	WHERE j.queue = $1 AND j.id = ANY($2) FOR UPDATE OF j`
+
+// Hold locks, in tx, those of the leased jobs (as Claim returned them)
+// that are still under that lease, and says which: their due time is still
+// the one the claim set. Until tx ends no claim can lease them, so what tx
+// writes for a held job is its holder's to write. A job another worker has
+// leased since, or that was ended, is not held, however far the caller's
+// clock is from the database's; one still under the caller's lease is held
+// even past the lease's end.
+func Hold(ctx context.Context, tx pgx.Tx, queue string, leased []Job) (map[uuid.UUID]bool, error) {
+	ids, leases := make([]uuid.UUID, len(leased)), make([]time.Time, len(leased))
+	for i, j := range leased {
+		ids[i], leases[i] = j.ID, j.DueAt
+	}
+	rows, err := tx.Query(ctx, holdLeased, queue, ids, leases)
+	if err != nil {
+		return nil, fmt.Errorf("hold %s jobs: %w", queue, err)
+	}
+	held := map[uuid.UUID]bool{}
+	var id uuid.UUID
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { held[id] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("hold %s jobs: %w", queue, err)
+	}
+	return held, nil
 }

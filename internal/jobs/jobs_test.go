@@ -3,6 +3,7 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -129,6 +130,71 @@ func TestPutKeepsThePayloadAndDeleteWins(t *testing.T) {
 	}
 }
 
+// TestAJobIsHeldOnlyUnderItsCurrentLease: a worker whose lease another
+// claim has taken over since holds none of its jobs, nor a job that was
+// ended; under the current lease every job is held, even one whose lease
+// ended with no other claim, and stays locked against claims until the
+// holder's transaction ends.
+func TestAJobIsHeldOnlyUnderItsCurrentLease(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	a, b, ended := uuid.New(), uuid.New(), uuid.New()
+	w := NewWrites("q")
+	for _, id := range []uuid.UUID{a, b, ended} {
+		w.Put(Job{ID: id, Step: "s", Attempt: 1, DueAt: time.Now()})
+	}
+	write(t, pool, w)
+	first := claim(t, pool, 10, 200*time.Millisecond)
+	var second []Job
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if second = claim(t, pool, 10, 200*time.Millisecond); len(second) != 3 {
+			return testenv.Errorf("after the first lease ended a claim took %v, want all three jobs", ids(second))
+		}
+		return nil
+	})
+	w = NewWrites("q")
+	w.Delete(ended)
+	write(t, pool, w)
+	hold := func(leased []Job) (held []uuid.UUID, tx pgx.Tx) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback(ctx) })
+		got, err := Hold(ctx, tx, "q", leased)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sorted(slices.Collect(maps.Keys(got))...), tx
+	}
+	if held, tx := hold(first); len(held) != 0 {
+		t.Fatalf("a worker whose lease was taken over holds %v", held)
+	} else {
+		tx.Rollback(ctx)
+	}
+	// The second lease ends with no claim after it: its worker, late,
+	// still holds its jobs.
+	testenv.Eventually(t, 5*time.Second, func() error {
+		var due int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE queue = 'q' AND due_at <= now()`).Scan(&due); err != nil || due != 2 {
+			return testenv.Errorf("%d jobs due (%v), want the second lease over", due, err)
+		}
+		return nil
+	})
+	held, tx := hold(second)
+	if !slices.Equal(held, sorted(a, b)) {
+		t.Fatalf("under the current lease the worker holds %v, want %v (the ended job is gone)", held, sorted(a, b))
+	}
+	if got := claim(t, pool, 10, time.Minute); len(got) != 0 {
+		t.Fatalf("a claim leased %v while their holder's transaction was open", ids(got))
+	}
+	tx.Rollback(ctx)
+	if got := ids(claim(t, pool, 10, time.Minute)); !slices.Equal(got, sorted(a, b)) {
+		t.Fatalf("after the holder's transaction ended a claim took %v, want %v", got, sorted(a, b))
+	}
+}
+
 // explain is the plan of sql with args, made in tx.
 func explain(t *testing.T, tx pgx.Tx, sql string, args ...any) string {
 	t.Helper()
@@ -218,8 +284,13 @@ func TestADeleteFindsItsJobsByID(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
 		t.Fatal(err)
 	}
-	plan := explain(t, tx, deleteJobs, "q", gone[:47])
-	if !strings.Contains(plan, "Index Cond: ((id = ANY") {
-		t.Errorf("the delete does not look its jobs up by id:\n%s", plan)
+	for name, statement := range map[string]string{"the delete": deleteJobs, "the hold": holdLeased} {
+		args := []any{"q", gone[:47]}
+		if statement == holdLeased {
+			args = append(args, make([]time.Time, 47))
+		}
+		if plan := explain(t, tx, statement, args...); !strings.Contains(plan, "Index Cond: ((id = ANY") {
+			t.Errorf("%s does not look its jobs up by id:\n%s", name, plan)
+		}
 	}
 }
