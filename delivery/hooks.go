@@ -19,6 +19,12 @@ type Hook struct {
 	Gen            int
 	Secret         string
 	PreviousSecret string // set while the previous secret still signs
+	// Unsigned: the secret would not open (sealed with a key the service
+	// no longer has, or damaged). No request can be signed: the sender
+	// records the attempt as not made, and retries it as a failure, so
+	// the delivery waits for the key to come back without holding up the
+	// endpoint's others.
+	Unsigned bool
 }
 
 // Hooks reads webhooks for the sender. Every Get reads the webhook's row
@@ -117,13 +123,14 @@ func (h *Hooks) load(ctx context.Context, id uuid.UUID) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A secret that will not open stays so: reading it again cannot help.
 	if hook.Secret, err = h.Box.Open(secret); err != nil {
-		return nil, err
+		hook.Unsigned = true
 	}
 	if prev != nil && prevUntil != nil && time.Now().Before(*prevUntil) {
-		if hook.PreviousSecret, err = h.Box.Open(*prev); err != nil {
-			return nil, err
-		}
+		// The previous secret only adds a second signature: without it the
+		// current one signs alone.
+		hook.PreviousSecret, _ = h.Box.Open(*prev)
 	}
 	return &hook, nil
 }

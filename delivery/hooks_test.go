@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -95,5 +96,54 @@ func TestHooksNeverServeAReadOlderThanTheCall(t *testing.T) {
 	})
 	if hook, err := h.Get(ctx, uuid.New()); err != nil || hook != nil {
 		t.Fatalf("Get of an unknown webhook = %v, %v", hook, err)
+	}
+}
+
+// TestAHookWhoseSecretsWillNotOpenIsStillRead: a webhook whose secret was
+// sealed with a key the service no longer has is read as Unsigned, so the
+// sender records its attempts instead of reading it again forever; a
+// previous secret that will not open only takes away the second signature.
+func TestAHookWhoseSecretsWillNotOpenIsStillRead(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	box, err := secretbox.New(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := func(b *secretbox.Box, s string) string {
+		v, err := b.Seal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	h := &Hooks{Pool: pool, Box: box}
+	for _, tc := range []struct {
+		name         string
+		secret, prev string
+		want         Hook
+	}{
+		{"a secret sealed with a lost key leaves the hook unsigned", seal(lost, "whsec_a"), seal(box, "whsec_b"),
+			Hook{URL: "https://example.com/h", IsActive: true, Gen: 1, PreviousSecret: "whsec_b", Unsigned: true}},
+		{"a previous secret sealed with a lost key is left out", seal(box, "whsec_a"), seal(lost, "whsec_b"),
+			Hook{URL: "https://example.com/h", IsActive: true, Gen: 1, Secret: "whsec_a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := uuid.New()
+			if _, err := pool.Exec(ctx, `INSERT INTO webhooks (id, account_id, url, topics, is_active, gen, secret, previous_secret,
+				previous_secret_until, created_at, updated_at)
+				VALUES ($1, $2, 'https://example.com/h', '{order.created}', true, 1, $3, $4, now() + interval '1 hour', now(), now())`,
+				id, uuid.New(), tc.secret, tc.prev); err != nil {
+				t.Fatal(err)
+			}
+			got, err := h.Get(ctx, id)
+			if err != nil || got == nil || *got != tc.want {
+				t.Fatalf("Get: %+v (%v), want %+v", got, err, tc.want)
+			}
+		})
 	}
 }

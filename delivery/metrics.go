@@ -28,10 +28,11 @@ type Metrics struct {
 
 // Status classes of an attempt, beside the HTTP classes 2xx..5xx.
 const (
-	ClassTimeout = "timeout" // no response within the deadline
-	ClassNetwork = "network" // connection refused, reset, closed, DNS
-	ClassRefused = "refused" // the URL guard refused the target
-	ClassNone    = "none"    // no request was made (cancelled, deferred)
+	ClassTimeout  = "timeout"  // no response within the deadline
+	ClassNetwork  = "network"  // connection refused, reset, closed, DNS
+	ClassRefused  = "refused"  // the URL guard refused the target
+	ClassUnsigned = "unsigned" // the request could not be signed (FailureUnsigned)
+	ClassNone     = "none"     // no request was made (cancelled, deferred)
 )
 
 // NewMetrics registers the delivery metrics on reg.
@@ -72,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.outcomes, m.duration, m.age, m.disabled, m.polled, m.buffered, m.inFlight)
 	// Every outcome has series from the start (at 0), so dashboards and
 	// alerts read 0, not "no data", before the first attempt.
-	failures := []string{"3xx", "4xx", "5xx", ClassTimeout, ClassNetwork, ClassRefused}
+	failures := []string{"3xx", "4xx", "5xx", ClassTimeout, ClassNetwork, ClassRefused, ClassUnsigned}
 	m.outcomes.WithLabelValues("success", "2xx")
 	for _, class := range failures {
 		m.outcomes.WithLabelValues("retry", class)
@@ -93,6 +94,8 @@ func statusClass(code int, failure string) string {
 		return ClassTimeout
 	case strings.HasPrefix(failure, "refused"):
 		return ClassRefused
+	case failure == FailureUnsigned:
+		return ClassUnsigned
 	default:
 		return ClassNetwork
 	}

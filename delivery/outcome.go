@@ -41,7 +41,15 @@ type Attempted struct {
 	Code    int
 	Failure string
 	At      time.Time // when the answer came
+	// Unsent: the service could not make the request (Hook.Unsigned). It
+	// fails the attempt, but says nothing of the endpoint: the failure
+	// streak is kept.
+	Unsent bool
 }
+
+// FailureUnsigned is the failure of an attempt whose request could not be
+// signed.
+const FailureUnsigned = "signing_secret_unavailable"
 
 // Outcome decides an attempt. active says whether the webhook is active at
 // the task's generation; when it is not, no request is made (sent is
@@ -54,23 +62,29 @@ func Outcome(t schemas.DeliveryTask, active bool, sent Attempted, now time.Time,
 		res.Status, res.Error = schemas.DeliveryCancelled, ptr("webhook_disabled")
 		return Verdict{Result: res, Metric: "cancelled"}
 	}
-	res.Attempted = true
+	res.Attempted = !sent.Unsent
 	res.At = sent.At.UTC()
 	if sent.Code > 0 {
 		res.StatusCode = ptr(sent.Code)
 	}
-	switch {
-	case sent.Failure == "":
+	if sent.Unsent && sent.Failure == "" {
+		sent.Failure = FailureUnsigned
+	}
+	if sent.Failure == "" {
 		res.Status = schemas.DeliverySuccess
 		return Verdict{Result: res, Streak: StreakReset, Metric: "success"}
-	case t.Attempt >= MaxAttempts || t.Attempt-1 >= len(delays):
-		res.Status, res.Error = schemas.DeliveryFailed, ptr(sent.Failure)
-		return Verdict{Result: res, DeadLetter: true, Streak: StreakFailed, Metric: "failed"}
-	default:
-		next := t
-		next.Attempt++
-		next.DueAt = res.At.Add(delays[t.Attempt-1])
-		res.Status, res.Error, res.NextRetryAt = schemas.DeliveryPending, ptr(sent.Failure), &next.DueAt
-		return Verdict{Result: res, Next: &next, NextTier: t.Attempt - 1, Metric: "retry"}
 	}
+	if t.Attempt >= MaxAttempts || t.Attempt-1 >= len(delays) {
+		streak := StreakFailed
+		if sent.Unsent {
+			streak = StreakKept // not the endpoint's failure
+		}
+		res.Status, res.Error = schemas.DeliveryFailed, ptr(sent.Failure)
+		return Verdict{Result: res, DeadLetter: true, Streak: streak, Metric: "failed"}
+	}
+	next := t
+	next.Attempt++
+	next.DueAt = res.At.Add(delays[t.Attempt-1])
+	res.Status, res.Error, res.NextRetryAt = schemas.DeliveryPending, ptr(sent.Failure), &next.DueAt
+	return Verdict{Result: res, Next: &next, NextTier: t.Attempt - 1, Metric: "retry"}
 }

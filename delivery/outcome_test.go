@@ -74,6 +74,21 @@ func TestOutcome(t *testing.T) {
 				r.Status, r.StatusCode, r.Error = schemas.DeliveryFailed, code(404), str("HTTP 404")
 				return Verdict{Result: r, DeadLetter: true, Streak: StreakFailed, Metric: "failed"}
 			}},
+		{"an attempt that could not be signed is retried as a failure, not made, and keeps the endpoint's streak", task(2), true,
+			Attempted{Unsent: true, At: answered},
+			func() Verdict {
+				r := result(2)
+				n := nextOf(2, 5*time.Minute)
+				r.Attempted, r.Status, r.Error, r.NextRetryAt = false, schemas.DeliveryPending, str(FailureUnsigned), &n.DueAt
+				return Verdict{Result: r, Next: n, NextTier: 1, Metric: "retry"}
+			}},
+		{"a seventh attempt that could not be signed dead-letters the delivery without counting a failed run", task(7), true,
+			Attempted{Unsent: true, At: answered},
+			func() Verdict {
+				r := result(7)
+				r.Attempted, r.Status, r.Error = false, schemas.DeliveryFailed, str(FailureUnsigned)
+				return Verdict{Result: r, DeadLetter: true, Streak: StreakKept, Metric: "failed"}
+			}},
 		{"a redirect is a failure with its status", task(1), true, Attempted{Code: 302, Failure: "HTTP 302: redirects are not followed", At: answered},
 			func() Verdict {
 				r := result(1)

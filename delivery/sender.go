@@ -137,7 +137,13 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration), r
 	}
 	active := hook.IsActive && hook.Gen == t.Gen
 	var answer Attempted
-	if active {
+	switch {
+	case active && hook.Unsigned:
+		s.Log.Error("webhook secret cannot be opened with the configured keys (POD_WEBHOOK_SECRET_KEY); attempt not made",
+			"webhook", t.WebhookID, "delivery", t.DeliveryID, "attempt", t.Attempt)
+		answer = Attempted{Unsent: true, Failure: FailureUnsigned, At: time.Now()}
+		sent(0)
+	case active:
 		start := time.Now()
 		func() {
 			s.Metrics.addInFlight(1)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/testenv"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
 	"github.com/printpod/pod/schemas"
@@ -444,4 +446,82 @@ func TestRacingResendsMakeOneRun(t *testing.T) {
 		t.Errorf("the endpoint got %d requests, want 7 and one resent", len(got))
 	}
 	t.Logf("%d of %d racing resends answered 202", accepted, len(statuses))
+}
+
+// TestAWebhookWhoseSecretWillNotOpenFailsItsDeliveriesAndHoldsUpNoOther:
+// a webhook whose stored secret was sealed with a key the service no
+// longer has (a key ring changed too early) cannot sign a request. Each
+// attempt is recorded as not made (attempts counts those made), with the
+// error signing_secret_unavailable, and retried through the tiers until
+// the delivery fails and goes to the dead-letter topic; nothing is sent to
+// the endpoint and its failure streak is kept, as the fault is the
+// service's.
+// Another webhook's deliveries go on meanwhile. A rotation gives the
+// webhook a secret the service can open, and a resend then delivers.
+func TestAWebhookWhoseSecretWillNotOpenFailsItsDeliveriesAndHoldsUpNoOther(t *testing.T) {
+	rc := newReceiver(t)
+	d := startDemo(t, allow(rc), webhookDelays(time.Second, time.Second, time.Second, time.Second, time.Second, time.Second))
+	sealed := createWebhook(t, d.client, rc.url("/sealed"))
+	other := createWebhook(t, d.client, rc.url("/other"))
+	rc.setSecret(other.Secret)
+	lostKey, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreadable, err := lostKey.Seal(sealed.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.app.Pool.Exec(context.Background(), `UPDATE webhooks SET secret = $2 WHERE id = $1`, sealed.ID, unreadable); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := sendTest(t, d.client, sealed.ID)
+	for range 3 {
+		if g := waitReceived(t, rc, sendTest(t, d.client, other.ID).EventID, 20*time.Second); !g.SigOK {
+			t.Errorf("the other webhook's delivery is not signed with its secret")
+		}
+	}
+	mid := waitDelivery(t, d.client, sealed.ID, rec.ID, 20*time.Second, func(r deliveryrm.Record) error {
+		if r.LastError == nil {
+			return fmt.Errorf("delivery %s with no error yet", r.Status)
+		}
+		return nil
+	})
+	if mid.Status == "success" || mid.Attempts != 0 || mid.LastStatusCode != nil || *mid.LastError != delivery.FailureUnsigned ||
+		(mid.Status == "pending") != (mid.NextRetryAt != nil) {
+		t.Errorf("delivery between attempts: %+v", mid)
+	}
+	final := waitDelivery(t, d.client, sealed.ID, rec.ID, 30*time.Second, hasStatus("failed", 0))
+	if final.Attempts != 0 || final.DeliveredAt != nil || final.LastError == nil || *final.LastError != delivery.FailureUnsigned {
+		t.Errorf("failed delivery: %+v", final)
+	}
+	for _, g := range rc.requests() {
+		if g.ID == rec.EventID.String() {
+			t.Fatalf("a request unsigned or signed with no secret reached the endpoint: %+v", g)
+		}
+	}
+	if w := getWebhook(t, d.client, sealed.ID); w.ConsecutiveFailures != 0 || !w.IsActive {
+		t.Errorf("the service's own failure counted against the endpoint: %+v", w)
+	}
+	dlq := readTopic(t, d.app.Brokers, d.topic(schemas.TopicWebhookDLQ), 1)
+	var task schemas.DeliveryTask
+	if err := json.Unmarshal(dlq[0].Value, &task); err != nil || task.DeliveryID != rec.ID || task.Attempt != 7 {
+		t.Errorf("DLQ record %s (%v)", dlq[0].Value, err)
+	}
+
+	r := d.client.Do("POST", "/v1/me/webhooks/"+sealed.ID.String()+"/rotate-secret", nil)
+	if r.Status != 200 {
+		t.Fatalf("rotate: %d %s", r.Status, r.Body)
+	}
+	var rotated webhookJSON
+	r.JSON(t, &rotated)
+	rc.setSecret(rotated.Secret)
+	if r := d.client.Do("POST", "/v1/me/webhooks/"+sealed.ID.String()+"/deliveries/"+rec.ID.String()+"/resend", nil); r.Status != 202 {
+		t.Fatalf("resend: %d %s", r.Status, r.Body)
+	}
+	if g := waitReceived(t, rc, rec.EventID, 20*time.Second); !g.SigOK || !g.StdOK {
+		t.Errorf("the resent delivery after the rotation: signatures %v/%v", g.SigOK, g.StdOK)
+	}
+	waitDelivery(t, d.client, sealed.ID, rec.ID, 20*time.Second, hasStatus("success", 1))
 }

@@ -16,9 +16,9 @@
 //     metric the dashboards and alerts use exists on /metrics from start;
 //     docs/metrics.md lists exactly the metrics podsvc serves;
 //   - faulted runs (a stopped consumer, a dead webhook endpoint beside a
-//     flaky one, a poison record): exactly the alerts meant for the fault
-//     fire, each with its runbook link, and nothing critical fires for an
-//     endpoint's trouble.
+//     flaky one, a poison record, a webhook secret no configured key
+//     opens): exactly the alerts meant for the fault fire, each with its
+//     runbook link, and nothing critical fires for an endpoint's trouble.
 //
 // Prometheus is given the scrape shape of deploy/prometheus/prometheus.yml
 // (the file itself, with static targets in place of DNS discovery and 1 s

@@ -1,6 +1,7 @@
 package livetest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/testenv"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -177,6 +179,32 @@ func (s *stack) stopConsumer(t *testing.T, consumer string) {
 	}
 	if tag.RowsAffected() == 0 {
 		t.Fatalf("%s has stored no offset yet: nothing to lock", consumer)
+	}
+}
+
+// unreadableWebhook registers, for order.created, a webhook whose stored
+// secret is then sealed again with a key the service does not have (as
+// when a key leaves POD_WEBHOOK_SECRET_KEY too early), so none of its
+// deliveries can be signed.
+func (s *stack) unreadableWebhook(t *testing.T) {
+	t.Helper()
+	id := s.registerWebhook(t, "http://"+s.dead+"/unsigned", "livetest: a secret no key opens", []string{schemas.TypeOrderCreated})
+	lost, err := secretbox.New(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := lost.Seal("whsec_livetest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE webhooks SET secret = $2 WHERE id = $1`, id, sealed); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // TestSignalsOnALivePrometheus runs three fresh stacks at once, each a
 // podsvc under podbench load scraped by its own Prometheus: a healthy run
 // followed by a stopped consumer, a dead webhook endpoint beside a flaky
-// one, and a poison record. See the package documentation for what each
+// one, and a poison record followed by a webhook secret no key opens. See the package documentation for what each
 // proves.
 func TestSignalsOnALivePrometheus(t *testing.T) {
 	prometheusBinary(t)
@@ -124,6 +124,27 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 			noCritical: true,
 		}, 2*time.Minute)
 		t.Logf("a poison record on %s fired, after %s:\n%s", topicFulfillmentUpdates, time.Since(from).Round(time.Second), report)
+		waitRulesHealthy(t, s.prom)
+		if t.Failed() {
+			return
+		}
+
+		// Then a webhook whose secret no configured key opens: its attempts
+		// make no request and page, its deliveries reach the DLQ after their
+		// tries, and the endpoint's failure ratio is not touched.
+		from = time.Now()
+		s.unreadableWebhook(t)
+		report = checkAlerts(t, s.prom, from, expectation{
+			firing: map[string]map[string]string{
+				"PodWebhookSecretsUnreadable": {},
+				"PodWebhookDLQGrowing":        {"topic": schemas.TopicWebhookDLQ},
+				"PodConsumerDeadLetters":      {"consumer": "fulfillment-bridge"}, // the poison record's, for its 10 minutes
+			},
+			mayPend: map[string]string{
+				"PodConsumerBatchFailures": "the poison record's failed tries, still in its 10-minute window",
+			},
+		}, 2*time.Minute)
+		t.Logf("a webhook secret no key opens fired, after %s:\n%s", time.Since(from).Round(time.Second), report)
 		waitRulesHealthy(t, s.prom)
 	})
 }
