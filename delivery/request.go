@@ -18,6 +18,11 @@ import (
 // send makes the HTTP request; failure is "" on a 2xx, else a short
 // description (never containing the URL or a secret).
 func (s *Sender) send(hook *Hook, t schemas.DeliveryTask) (code int, failure string) {
+	if s.Guard != nil {
+		if err := s.Guard.CheckURL(hook.URL); err != nil {
+			return 0, "refused: " + err.Error()
+		}
+	}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer func() {
 		fasthttp.ReleaseRequest(req)

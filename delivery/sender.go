@@ -55,10 +55,14 @@ const UserAgent = "podsvc-webhooks/1.0"
 // finished; a record worked again after a crash is recognised by its done
 // marker, or at worst attempted a second time with the same event id.
 type Sender struct {
-	Hooks       *Hooks
-	Producer    *kgo.Client
-	Brokers     []string
-	HTTP        *fasthttp.Client
+	Hooks    *Hooks
+	Producer *kgo.Client
+	Brokers  []string
+	HTTP     *fasthttp.Client
+	// Guard, when set, holds each stored URL to the URL rules again before
+	// its request (the address rules apply when HTTP dials): a URL stored
+	// under rules since tightened, or outside production, is refused.
+	Guard       *Guard
 	Streaks     *Streaks
 	Marks       *DoneMarks
 	Disable     func(ctx context.Context, webhookID, account uuid.UUID, gen int) error

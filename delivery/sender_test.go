@@ -74,6 +74,17 @@ func TestSendOutcomes(t *testing.T) {
 	if n := hangups.Load(); n != 2 {
 		t.Errorf("the endpoint that hangs up was asked %d times, want 2", n)
 	}
+	// The URL rules are applied again before each request: a URL stored
+	// outside production is refused by a production sender without a
+	// request.
+	prod := &Sender{HTTP: guard.Client(200*time.Millisecond, 256), Guard: &Guard{Production: true}, Timeout: 200 * time.Millisecond}
+	before := hangups.Load()
+	if code, failure := prod.send(&Hook{URL: srv.URL + "/hangup", Secret: secret}, task); code != 0 || failure != "refused: url must use https" {
+		t.Errorf("a production sender sent to %s: %d %q", srv.URL, code, failure)
+	}
+	if hangups.Load() != before {
+		t.Errorf("a production sender made a request to an http URL")
+	}
 }
 
 func TestDeferTier(t *testing.T) {

@@ -337,6 +337,7 @@ func (a *App) startDelivery(ctx context.Context, runner *stream.Runner) error {
 		Producer: a.Producer,
 		Brokers:  a.Brokers,
 		HTTP:     a.Guard.Client(cfg.WebhookTimeout, cfg.WebhookConcurrency),
+		Guard:    a.Guard,
 		Streaks:  a.Streaks,
 		Marks:    &delivery.DoneMarks{Redis: marks, Prefix: cfg.RedisPrefix, Log: a.Log.With("component", "delivery")},
 		Disable: func(ctx context.Context, id, account uuid.UUID, gen int) error {
