@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/accounts"
@@ -67,6 +71,17 @@ func tokenCmd() *cobra.Command {
 		Short: "Revoke a token: it answers 401 from now on",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if token == "-" {
+				// Read from stdin, so the token stays out of the process
+				// list and the shell's history.
+				line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				if err != nil && !errors.Is(err, io.EOF) {
+					return fmt.Errorf("read the token from stdin: %w", err)
+				}
+				if token = strings.TrimSpace(line); token == "" {
+					return errors.New("no token on stdin")
+				}
+			}
 			e, err := openEnv(cmd.Context())
 			if err != nil {
 				return err
@@ -78,7 +93,7 @@ func tokenCmd() *cobra.Command {
 			return printJSON(cmd.OutOrStdout(), map[string]bool{"revoked": true})
 		},
 	}
-	revoke.Flags().StringVar(&token, "token", "", "the token to revoke")
+	revoke.Flags().StringVar(&token, "token", "", `the token to revoke; "-" reads it from stdin`)
 	_ = revoke.MarkFlagRequired("token")
 	cmd.AddCommand(issue, revoke)
 	return cmd

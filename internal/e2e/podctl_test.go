@@ -30,8 +30,15 @@ type podctlRun struct {
 
 func runPodctl(t *testing.T, bin string, env []string, args ...string) podctlRun {
 	t.Helper()
+	return runPodctlInput(t, bin, env, "", args...)
+}
+
+// runPodctlInput is runPodctl with stdin.
+func runPodctlInput(t *testing.T, bin string, env []string, stdin string, args ...string) podctlRun {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -132,7 +139,11 @@ func TestPodctlAgainstRunningService(t *testing.T) {
 	if got := testenv.NewClient(t, "http://"+d.app.Addr(), issued.Token).Get("/v1/stores"); got.Status != 200 {
 		t.Fatalf("issued token: %d", got.Status)
 	}
-	if r := runPodctl(t, bin, env, "token", "revoke", "--token", issued.Token); r.err != nil {
+	if r := runPodctlInput(t, bin, env, "\n", "token", "revoke", "--token", "-"); r.err == nil || !strings.Contains(r.stderr, "no token on stdin") {
+		t.Errorf("token revoke with nothing on stdin: %v %s", r.err, r.stderr)
+	}
+	// Read from stdin, the token stays out of the process list.
+	if r := runPodctlInput(t, bin, env, issued.Token+"\n", "token", "revoke", "--token", "-"); r.err != nil {
 		t.Fatalf("token revoke: %v %s", r.err, r.stderr)
 	}
 	testenv.Eventually(t, 2*time.Second, func() error { // the revocation is announced to the token cache
