@@ -1,7 +1,7 @@
 // Package secretbox seals small secrets (webhook signing secrets) for storage
 // with AES-256-GCM. A Box holds a key ring: the first key seals, every key
 // opens, so keys can be rotated by putting a new key first and keeping the
-// old ones until every secret was sealed again.
+// old ones until every secret was sealed again (`podctl webhooks reseal`).
 package secretbox
 
 import (
@@ -120,6 +120,23 @@ func (b *Box) Open(sealed string) (string, error) {
 		return string(plain), nil
 	}
 	return "", ErrOpen
+}
+
+// KeyID is the id of the key a sealed value names ("" when it is not a
+// sealed value). It says nothing of whether the value opens.
+func KeyID(sealed string) string {
+	parts := strings.Split(sealed, ".")
+	if len(parts) != 3 || parts[0] != "v1" {
+		return ""
+	}
+	return parts[1]
+}
+
+// SealedWithFirst tells whether sealed names the key that seals now, the
+// first of the ring: a value that does not needs sealing again before an
+// older key can leave the ring.
+func (b *Box) SealedWithFirst(sealed string) bool {
+	return KeyID(sealed) == b.keys[0].id
 }
 
 // DevelopmentKey is the fixed key used outside production when no key is

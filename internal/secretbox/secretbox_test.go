@@ -78,3 +78,38 @@ func TestParseKeys(t *testing.T) {
 		t.Error("New accepted a 31-byte key")
 	}
 }
+
+func TestSealedWithFirst(t *testing.T) {
+	oldKey, newKey := randomKey(t), randomKey(t)
+	old, _ := New(oldKey)
+	ring, _ := New(newKey, oldKey)
+	byOld, _ := old.Seal("whsec_a")
+	byNew, _ := ring.Seal("whsec_a")
+	oldID := strings.Split(byOld, ".")[1]
+	for _, tc := range []struct {
+		name   string
+		sealed string
+		id     string
+		first  bool
+	}{
+		{"a value sealed with the first key", byNew, strings.Split(byNew, ".")[1], true},
+		{"a value sealed with an older key of the ring", byOld, oldID, false},
+		{"a value naming the first key that does not open", "v1." + strings.Split(byNew, ".")[1] + ".AAAA", strings.Split(byNew, ".")[1], true},
+		{"an empty value", "", "", false},
+		{"another version", "v2." + oldID + ".AAAA", "", false},
+		{"too few parts", "v1." + oldID, "", false},
+		{"plain text", "whsec_a", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KeyID(tc.sealed); got != tc.id {
+				t.Errorf("KeyID = %q, want %q", got, tc.id)
+			}
+			if got := ring.SealedWithFirst(tc.sealed); got != tc.first {
+				t.Errorf("SealedWithFirst = %v, want %v", got, tc.first)
+			}
+		})
+	}
+	if !old.SealedWithFirst(byOld) || old.SealedWithFirst(byNew) {
+		t.Error("a box of the old key alone does not take its own values as sealed with its first key")
+	}
+}
