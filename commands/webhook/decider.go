@@ -120,8 +120,8 @@ func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outco
 		d.Log.Warn("webhook command refused", "command", c.ID, "kind", c.Kind, "err", err)
 		out.Decision.Code, out.Decision.Message = schemas.CodeValidation, err.Error()
 	}
-	if err != nil || ch.EventType == "" {
-		return out, nil
+	if err != nil || ch.EventType == "" && ch.Webhook == nil {
+		return out, nil // refused, or nothing changed
 	}
 	fact := schemas.WebhookFact{ID: c.WebhookID, AccountID: c.AccountID, UpdatedAt: at.UTC()}
 	if ch.Webhook != nil {
@@ -132,6 +132,9 @@ func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outco
 	}
 	h.changed[c.WebhookID] = true
 	out.Changed = true
+	if ch.EventType == "" {
+		return out, nil // a change no client sees (a reseal): saved, not announced
+	}
 	ev, err := schemas.NewEventWithID(uuid.NewSHA1(c.ID, []byte("event")), ch.EventType, at, fact)
 	if err != nil {
 		return out, err

@@ -30,6 +30,11 @@ const (
 	KindDelete  = "delete"
 	KindRotate  = "rotate_secret"
 	KindDisable = "disable" // automatic, after too many failed deliveries
+	// KindReseal seals a webhook's secrets again with the first key of the
+	// ring (podctl webhooks reseal). It is a compare-and-set: a secret is
+	// replaced only while the stored sealed value is still the one the
+	// command names. Clients see nothing of it: no event, no updated_at.
+	KindReseal = "reseal"
 )
 
 // Errors of Decide; the API maps them to codes.
@@ -51,8 +56,14 @@ type Command struct {
 	// SetDescription: an update sets description (to nil: clears it).
 	SetDescription bool  `json:"set_description,omitempty"`
 	IsActive       *bool `json:"is_active,omitempty"`
-	// create and rotate_secret: the new secret, sealed (never plain text).
+	// create, rotate_secret and reseal: the new secret, sealed (never plain
+	// text).
 	Secret string `json:"secret,omitempty"`
+	// reseal: the sealed value Secret replaces, and the same pair for the
+	// previous secret (both empty when it is not resealed).
+	OldSecret         string `json:"old_secret,omitempty"`
+	PreviousSecret    string `json:"previous_secret,omitempty"`
+	OldPreviousSecret string `json:"old_previous_secret,omitempty"`
 	// disable: the generation the failures were counted for, and why.
 	Gen    int    `json:"gen,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -74,8 +85,9 @@ type Webhook struct {
 func (w Webhook) Fact() schemas.WebhookFact { return w.WebhookFact }
 
 // Change is what Decide did to the command's webhook: the new state (nil
-// when deleted or unchanged) and the event type announcing it ("" when
-// nothing changed).
+// when deleted or unchanged) and the event type announcing it. With no
+// event type, a Webhook is a change no client sees (a reseal): it is saved
+// and not announced; without one either, nothing changed.
 type Change struct {
 	Webhook   *Webhook
 	EventType string
@@ -117,6 +129,8 @@ func Decide(hooks map[uuid.UUID]*Webhook, c Command, now time.Time) (Change, err
 		nw.PreviousSecret, nw.PreviousSecretUntil, nw.Secret = &prev, &until, c.Secret
 		nw.UpdatedAt = now
 		return Change{Webhook: &nw, EventType: schemas.TypeWebhookSecretRotated}, nil
+	case KindReseal:
+		return reseal(w, c)
 	case KindDisable:
 		if !w.IsActive || w.Gen != c.Gen {
 			return Change{}, nil // already off, or counted for an earlier activation
@@ -150,4 +164,26 @@ func Decide(hooks map[uuid.UUID]*Webhook, c Command, now time.Time) (Change, err
 		return Change{Webhook: &nw, EventType: typ}, nil
 	}
 	return Change{}, errors.New("unknown webhook command kind " + c.Kind)
+}
+
+// reseal replaces each secret c names by its new sealing while the stored
+// value is still the one c replaces; after a rotation it changes nothing.
+func reseal(w *Webhook, c Command) (Change, error) {
+	if (c.Secret == "") != (c.OldSecret == "") || (c.PreviousSecret == "") != (c.OldPreviousSecret == "") ||
+		c.Secret == "" && c.PreviousSecret == "" {
+		return Change{}, errors.New("reseal command without a secret and the value it replaces")
+	}
+	nw := *w
+	changed := false
+	if c.Secret != "" && w.Secret == c.OldSecret {
+		nw.Secret, changed = c.Secret, true
+	}
+	if c.PreviousSecret != "" && w.PreviousSecret != nil && *w.PreviousSecret == c.OldPreviousSecret {
+		prev := c.PreviousSecret
+		nw.PreviousSecret, changed = &prev, true
+	}
+	if !changed {
+		return Change{}, nil
+	}
+	return Change{Webhook: &nw}, nil
 }

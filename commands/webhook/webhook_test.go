@@ -30,6 +30,21 @@ func TestDecide(t *testing.T) {
 		w.IsActive, w.DisabledReason = false, &reason
 		return w
 	}
+	// rotated is active() after a rotation: sealed-2 signs, sealed-1 still
+	// signs beside it.
+	until := earlier.Add(RotationOverlap)
+	rotated := func() *Webhook {
+		w := active()
+		w.Secret, w.PreviousSecret, w.PreviousSecretUntil = "sealed-2", str("sealed-1"), &until
+		return w
+	}
+	// resealed is base with its secrets edited and nothing else: a reseal
+	// leaves updated_at alone.
+	resealed := func(base func() *Webhook, edit func(*Webhook)) *Webhook {
+		w := base()
+		edit(w)
+		return w
+	}
 	hooksOf := func(ws ...*Webhook) map[uuid.UUID]*Webhook {
 		m := map[uuid.UUID]*Webhook{}
 		for _, w := range ws {
@@ -104,6 +119,26 @@ func TestDecide(t *testing.T) {
 			Change{Webhook: changed(active, func(w *Webhook) { w.URL, w.Topics = "https://new.example/h", []string{"order.cancelled"} }), EventType: schemas.TypeWebhookUpdated}, nil},
 		{"an update can clear the description", hooksOf(active()), cmd(KindUpdate, func(c *Command) { c.SetDescription = true }),
 			Change{Webhook: changed(active, func(w *Webhook) { w.Description = nil }), EventType: schemas.TypeWebhookUpdated}, nil},
+		{"a reseal replaces the secret it names", hooksOf(active()),
+			cmd(KindReseal, func(c *Command) { c.Secret, c.OldSecret = "resealed-1", "sealed-1" }),
+			Change{Webhook: resealed(active, func(w *Webhook) { w.Secret = "resealed-1" })}, nil},
+		{"a reseal after a rotation changes nothing", hooksOf(rotated()),
+			cmd(KindReseal, func(c *Command) { c.Secret, c.OldSecret = "resealed-1", "sealed-1" }), Change{}, nil},
+		{"a reseal of the previous secret", hooksOf(rotated()),
+			cmd(KindReseal, func(c *Command) { c.PreviousSecret, c.OldPreviousSecret = "resealed-1", "sealed-1" }),
+			Change{Webhook: resealed(rotated, func(w *Webhook) { w.PreviousSecret = str("resealed-1") })}, nil},
+		{"a reseal of both secrets replaces both", hooksOf(rotated()),
+			cmd(KindReseal, func(c *Command) {
+				c.Secret, c.OldSecret, c.PreviousSecret, c.OldPreviousSecret = "resealed-2", "sealed-2", "resealed-1", "sealed-1"
+			}),
+			Change{Webhook: resealed(rotated, func(w *Webhook) { w.Secret, w.PreviousSecret = "resealed-2", str("resealed-1") })}, nil},
+		{"a reseal of a previous secret that was replaced meanwhile changes nothing", hooksOf(active()),
+			cmd(KindReseal, func(c *Command) { c.PreviousSecret, c.OldPreviousSecret = "resealed-0", "sealed-0" }), Change{}, nil},
+		{"another account's webhook is not found", hooksOf(active()),
+			cmd(KindReseal, func(c *Command) { c.AccountID = other; c.Secret, c.OldSecret = "resealed-1", "sealed-1" }), Change{}, ErrNotFound},
+		{"a reseal without the value it replaces is refused", hooksOf(active()),
+			cmd(KindReseal, func(c *Command) { c.Secret = "resealed-1" }), Change{}, errAny},
+		{"a reseal of nothing is refused", hooksOf(active()), cmd(KindReseal, nil), Change{}, errAny},
 		{"an unknown kind is refused", hooksOf(active()), cmd("explode", nil), Change{}, errAny},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,5 +194,35 @@ func TestADecisionIsDatedByItsCommandRecord(t *testing.T) {
 		if want := at.Truncate(time.Microsecond); !out.Decision.DecidedAt.Equal(want) {
 			t.Errorf("decided at %s, want the record's time %s", out.Decision.DecidedAt, want)
 		}
+	}
+}
+
+// TestAResealIsSavedWithoutAnEvent: the decider writes a resealed webhook
+// and announces nothing; a reseal that lost to a rotation writes nothing.
+func TestAResealIsSavedWithoutAnEvent(t *testing.T) {
+	d := &Decider{}
+	at := time.Date(2026, 11, 26, 9, 30, 0, 0, time.UTC)
+	before := at.Add(-time.Hour)
+	w := &Webhook{WebhookFact: schemas.WebhookFact{ID: uuid.New(), AccountID: uuid.New(), URL: "https://shop.example/hooks",
+		Topics: []string{"order.created"}, IsActive: true, Gen: 1, UpdatedAt: before}, Secret: "sealed-1", CreatedAt: before}
+	h := newClientHooks()
+	h.hooks[w.ID] = w
+	c := Command{ID: uuid.New(), Kind: KindReseal, AccountID: w.AccountID, WebhookID: w.ID, Secret: "resealed-1", OldSecret: "sealed-1"}
+	out, err := d.Decide(h, c, at)
+	if err != nil || out.Decision.Code != "" {
+		t.Fatalf("reseal: %v %+v", err, out.Decision)
+	}
+	if !out.Changed || !h.changed[w.ID] || len(out.Events) != 0 {
+		t.Fatalf("reseal: changed %v (webhook %v), %d events; want saved with no event", out.Changed, h.changed[w.ID], len(out.Events))
+	}
+	if got := h.hooks[w.ID]; got.Secret != "resealed-1" || !got.UpdatedAt.Equal(before) {
+		t.Fatalf("resealed webhook: secret %q, updated_at %s", got.Secret, got.UpdatedAt)
+	}
+
+	h = newClientHooks()
+	h.hooks[w.ID] = w
+	c.ID, c.OldSecret = uuid.New(), "sealed-0"
+	if out, err := d.Decide(h, c, at); err != nil || out.Changed || len(h.changed) != 0 || len(out.Events) != 0 || out.Decision.Code != "" {
+		t.Fatalf("a reseal of a value no longer stored: %v changed %v, %d events, code %q", err, out.Changed, len(out.Events), out.Decision.Code)
 	}
 }
