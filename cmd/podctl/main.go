@@ -1,7 +1,8 @@
-// Command podctl is the operator CLI: accounts, tokens and catalog imports
-// (see README). It reads DATABASE_URL, KAFKA_BROKERS and POD_DATA_DIR like
-// podsvc; with no KAFKA_BROKERS it reaches the embedded broker of a podsvc
-// running on the same POD_DATA_DIR.
+// Command podctl is the operator CLI: accounts, tokens, catalog imports,
+// dead letters, webhook secret resealing (see README). It reads
+// DATABASE_URL, KAFKA_BROKERS and POD_DATA_DIR like podsvc; with no
+// KAFKA_BROKERS it reaches the embedded broker of a podsvc running on the
+// same POD_DATA_DIR.
 package main
 
 import (
@@ -30,7 +31,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(accountCmd(), tokenCmd(), catalogCmd(), fulfillmentCmd(), replayCmd(), dlqCmd())
+	root.AddCommand(accountCmd(), tokenCmd(), catalogCmd(), fulfillmentCmd(), replayCmd(), dlqCmd(), webhooksCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "podctl:", err)
 		os.Exit(1)
