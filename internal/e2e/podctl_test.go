@@ -220,7 +220,7 @@ func TestPodctlCatalogImportRefusesForeignItems(t *testing.T) {
 			demoProduct.Variants[0].VariantID),
 			[]string{"stores[0].products[0].variants[0]: variant " + demoProduct.Variants[0].VariantID.String() + " belongs to product " + demoProduct.ProductID.String()}},
 	}
-	before := catalogLogSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents))
+	before := topicSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents))
 	for _, f := range files {
 		path := filepath.Join(t.TempDir(), "catalog.json")
 		if err := os.WriteFile(path, []byte(f.body), 0o644); err != nil {
@@ -241,7 +241,7 @@ func TestPodctlCatalogImportRefusesForeignItems(t *testing.T) {
 			t.Errorf("%s: a refused import printed a result: %s", f.name, r.stdout)
 		}
 	}
-	if after := catalogLogSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents)); after != before {
+	if after := topicSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents)); after != before {
 		t.Errorf("refused imports published %d catalog events", after-before)
 	}
 	var stores struct{ Data []catalogrm.Store }

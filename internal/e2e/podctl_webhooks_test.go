@@ -11,12 +11,10 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/printpod/pod/cmd/podsvc/app"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/testenv"
 	"github.com/printpod/pod/schemas"
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // resealRun is what `podctl webhooks reseal` prints on stdout.
@@ -45,22 +43,6 @@ func readStoredSecrets(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) storedSec
 	return s
 }
 
-// webhookEventCount is how many records pod.webhook.events holds.
-func webhookEventCount(t *testing.T, a *app.App) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ends, err := kadm.NewClient(a.Producer).ListEndOffsets(ctx, a.Naming.Topic(schemas.TopicWebhookEvents))
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
-}
 
 // TestPodctlWebhooksResealMovesSecretsToTheNewKey rotates the key of
 // POD_WEBHOOK_SECRET_KEY as deploy/README.md says: with secrets sealed
@@ -103,7 +85,7 @@ func TestPodctlWebhooksResealMovesSecretsToTheNewKey(t *testing.T) {
 			t.Fatalf("webhook %s is not sealed with K0 before the reseal", id)
 		}
 	}
-	events := webhookEventCount(t, a)
+	events := topicSize(t, a.Brokers, a.Naming.Topic(schemas.TopicWebhookEvents))
 
 	env := d.podctlEnv()
 	reseal := func(ring string, args ...string) (podctlRun, resealRun) {
@@ -174,7 +156,7 @@ func TestPodctlWebhooksResealMovesSecretsToTheNewKey(t *testing.T) {
 			t.Errorf("webhook %s: updated_at %s after the reseal, %s before", id, s.UpdatedAt, before[id].UpdatedAt)
 		}
 	}
-	if n := webhookEventCount(t, a); n != events {
+	if n := topicSize(t, a.Brokers, a.Naming.Topic(schemas.TopicWebhookEvents)); n != events {
 		t.Errorf("pod.webhook.events holds %d records after the reseal, %d before", n, events)
 	}
 

@@ -17,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// catalogLogSize is the number of records in the catalog topic (its name
-// on the broker).
-func catalogLogSize(t *testing.T, brokers []string, topic string) int64 {
+// topicSize is the number of records ever written to topic (its name on
+// the broker).
+func topicSize(t *testing.T, brokers []string, topic string) int64 {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -44,7 +44,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	d := startDemo(t)
 	ctx := context.Background()
 	_, token := d.newAccount(t, "before-restart")
-	logBefore := catalogLogSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents))
+	logBefore := topicSize(t, d.app.Brokers, d.topic(schemas.TopicCatalogEvents))
 	if logBefore == 0 {
 		t.Fatal("the demo catalog was not published to the log")
 	}
@@ -71,7 +71,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 			t.Fatalf("product %d differs after restart", i)
 		}
 	}
-	if got := catalogLogSize(t, again.Brokers, d.topic(schemas.TopicCatalogEvents)); got != logBefore {
+	if got := topicSize(t, again.Brokers, d.topic(schemas.TopicCatalogEvents)); got != logBefore {
 		t.Fatalf("catalog log has %d records after restart, %d before (lost, or the demo catalog was republished)", got, logBefore)
 	}
 	if r := testenv.NewClient(t, "http://"+again.Addr(), token).Get("/v1/stores"); r.Status != 200 {
