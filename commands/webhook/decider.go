@@ -13,6 +13,7 @@ import (
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/decider"
 	"github.com/printpod/pod/internal/pg"
+	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,6 +38,9 @@ var Decisions = pg.Decisions{Table: "webhook_decisions", Notify: NotifyDecided}
 type Decider struct {
 	Log    *slog.Logger
 	Naming schemas.Naming // topic names on the cluster
+	// Box, when set, is this podsvc's key ring: a reseal whose new
+	// sealing it cannot open to the secret it replaces is refused.
+	Box *secretbox.Box
 }
 
 // Consumer is the decider's stream consumer.
@@ -109,7 +113,11 @@ func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outco
 	// Stored and announced alike, so a waiter reading either sees the same.
 	out := decider.Outcome[*clientHooks, Decision]{State: h,
 		Decision: Decision{CommandID: c.ID, WebhookID: c.WebhookID, DecidedAt: at.UTC().Truncate(time.Microsecond)}}
-	ch, err := Decide(h.hooks, c, at)
+	err := d.checkReseal(c)
+	var ch Change
+	if err == nil {
+		ch, err = Decide(h.hooks, c, at)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		out.Decision.Code, out.Decision.Message = schemas.CodeNotFound, "webhook not found"
@@ -146,6 +154,30 @@ func (d *Decider) Decide(h *clientHooks, c Command, at time.Time) (decider.Outco
 	out.Events = []*kgo.Record{{Topic: d.Naming.Topic(schemas.TopicWebhookEvents), Key: []byte(c.AccountID.String()), Value: value,
 		Headers: []kgo.RecordHeader{{Key: schemas.HeaderEventType, Value: []byte(ch.EventType)}}}}
 	return out, nil
+}
+
+// checkReseal refuses a reseal whose new sealing this podsvc cannot open,
+// or opens to another secret than the one it replaces: sealed with a key
+// list the service does not run with yet, it would leave every delivery
+// unsigned.
+func (d *Decider) checkReseal(c Command) error {
+	if c.Kind != KindReseal || d.Box == nil {
+		return nil
+	}
+	for _, pair := range [][2]string{{c.Secret, c.OldSecret}, {c.PreviousSecret, c.OldPreviousSecret}} {
+		if pair[0] == "" {
+			continue
+		}
+		plain, err := d.Box.Open(pair[0])
+		if err != nil {
+			return errors.New("the new sealing does not open with the keys this podsvc runs with (POD_WEBHOOK_SECRET_KEY): " +
+				"restart every podsvc with the new key first")
+		}
+		if was, err := d.Box.Open(pair[1]); err == nil && was != plain {
+			return errors.New("the new sealing holds another secret than the one it replaces")
+		}
+	}
+	return nil
 }
 
 // QueueSave writes the changed webhooks, the deleted ones and the

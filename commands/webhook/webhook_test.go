@@ -1,12 +1,15 @@
 package webhook
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/schemas"
 )
 
@@ -224,5 +227,61 @@ func TestAResealIsSavedWithoutAnEvent(t *testing.T) {
 	c.ID, c.OldSecret = uuid.New(), "sealed-0"
 	if out, err := d.Decide(h, c, at); err != nil || out.Changed || len(h.changed) != 0 || len(out.Events) != 0 || out.Decision.Code != "" {
 		t.Fatalf("a reseal of a value no longer stored: %v changed %v, %d events, code %q", err, out.Changed, len(out.Events), out.Decision.Code)
+	}
+}
+
+// TestAResealThisPodsvcCannotOpenIsRefused: a decider with the service's
+// key ring refuses a reseal sealed with a key it does not have (podctl run
+// with a key list podsvc was not restarted with), or holding another
+// secret than the one it replaces, and applies one it opens to the same
+// secret.
+func TestAResealThisPodsvcCannotOpenIsRefused(t *testing.T) {
+	key := func(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
+	box := func(keys ...[]byte) *secretbox.Box {
+		b, err := secretbox.New(keys...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	seal := func(b *secretbox.Box, s string) string {
+		v, err := b.Seal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	k0, k1, k2 := key(1), key(2), key(3)
+	service := box(k1, k0) // podsvc restarted with the new key first
+	old := seal(box(k0), "whsec_client")
+	at := time.Date(2026, 11, 26, 9, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		sealing  string
+		accepted bool
+	}{
+		{"a sealing with the service's first key is applied", seal(box(k1), "whsec_client"), true},
+		{"a sealing with a key the service does not have is refused", seal(box(k2), "whsec_client"), false},
+		{"a sealing of another secret is refused", seal(box(k1), "whsec_other"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &Webhook{WebhookFact: schemas.WebhookFact{ID: uuid.New(), AccountID: uuid.New(), URL: "https://shop.example/hooks",
+				Topics: []string{"order.created"}, IsActive: true, Gen: 1, UpdatedAt: at}, Secret: old, CreatedAt: at}
+			h := newClientHooks()
+			h.hooks[w.ID] = w
+			d := &Decider{Log: slog.New(slog.DiscardHandler), Box: service}
+			out, err := d.Decide(h, Command{ID: uuid.New(), Kind: KindReseal, AccountID: w.AccountID, WebhookID: w.ID,
+				Secret: tc.sealing, OldSecret: old}, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if applied := out.Decision.Code == "" && out.Changed && h.hooks[w.ID].Secret == tc.sealing; applied != tc.accepted {
+				t.Fatalf("applied %v (code %q %s, secret replaced %v), want %v", applied, out.Decision.Code, out.Decision.Message,
+					h.hooks[w.ID].Secret == tc.sealing, tc.accepted)
+			}
+			if !tc.accepted && (out.Decision.Code != schemas.CodeValidation || out.Changed) {
+				t.Fatalf("a refused reseal: code %q, changed %v", out.Decision.Code, out.Changed)
+			}
+		})
 	}
 }

@@ -162,7 +162,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, er
 	if cfg.HasRole(config.RoleDecider) {
 		a.runConsumer(runCtx, runner, (&order.Decider{Log: log, Naming: a.Naming, RetryDelays: cfg.PushRetryDelays}).Consumer())
 		a.runConsumer(runCtx, runner, order.FulfillmentBridge(a.Naming, log))
-		a.runConsumer(runCtx, runner, (&webhook.Decider{Log: log, Naming: a.Naming}).Consumer())
+		a.runConsumer(runCtx, runner, (&webhook.Decider{Log: log, Naming: a.Naming, Box: a.Box}).Consumer())
 		a.goRun(func() { pruneDecisions(runCtx, a.Work, log) })
 	}
 	if cfg.HasRole(config.RoleDelivery) {
