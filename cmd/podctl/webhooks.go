@@ -47,9 +47,11 @@ func webhooksCmd() *cobra.Command {
 		Long: "Reads every webhook and seals again, with the first key of POD_WEBHOOK_SECRET_KEY, each\n" +
 			"secret sealed with another key (and the previous secret while it still signs after a\n" +
 			"rotation). The plain secrets do not change: clients see nothing. Give the same key list\n" +
-			"as podsvc, the new key first, and restart podsvc with it before. Prints the counts as\n" +
-			"JSON; exits non-zero, naming the webhooks, when a secret opens with none of the keys.\n" +
-			"Once it reports nothing resealed and nothing unreadable, no secret needs the old keys.",
+			"as podsvc, the new key first, and restart every podsvc with it before (the decider refuses\n" +
+			"a sealing it cannot open). Prints the counts as JSON; exits non-zero, naming the webhooks,\n" +
+			"when a secret opens with none of the keys. Once it reports nothing resealed and nothing\n" +
+			"unreadable, no webhook secret needs the old keys; replies kept for Idempotency-Key\n" +
+			"replays need them for 24 hours after the restart.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -120,12 +122,30 @@ func scanStoredHook(row pgx.Row) (storedHook, error) {
 
 // stale says which of h's secrets are not sealed with the first key: the
 // secret, and the previous one while it still signs (after its overlap no
-// one opens it again).
+// one opens it again) and opens. A previous secret that opens with no key
+// is left as it is (previousLost): the sender signs without it, and a
+// reseal cannot help.
 func stale(box *secretbox.Box, h storedHook, now time.Time) (secret, previous bool) {
 	secret = !box.SealedWithFirst(h.Secret)
-	previous = h.PreviousSecret != nil && h.PreviousSecretUntil != nil && now.Before(*h.PreviousSecretUntil) &&
-		!box.SealedWithFirst(*h.PreviousSecret)
+	previous = previousSigns(h, now) && !box.SealedWithFirst(*h.PreviousSecret) && !previousLost(box, h, now)
 	return secret, previous
+}
+
+// previousSigns says whether h's previous secret still signs beside the
+// current one.
+func previousSigns(h storedHook, now time.Time) bool {
+	return h.PreviousSecret != nil && h.PreviousSecretUntil != nil && now.Before(*h.PreviousSecretUntil)
+}
+
+// previousLost says whether h's previous secret still signs but opens
+// with no key of box (sealed with a key gone, e.g. when the client rotated
+// a secret that had become unreadable).
+func previousLost(box *secretbox.Box, h storedHook, now time.Time) bool {
+	if !previousSigns(h, now) {
+		return false
+	}
+	_, err := box.Open(*h.PreviousSecret)
+	return err != nil
 }
 
 // resealCommand opens the secrets of h that stale named and seals them
@@ -169,17 +189,25 @@ type resealer struct {
 type resealSummary struct {
 	resealed, already, deleted int
 	unreadable                 []uuid.UUID
+	// previousLost are the webhooks whose previous secret, still signing,
+	// opens with no key: left as it is, it only drops the second signature
+	// until its overlap ends.
+	previousLost []uuid.UUID
 }
 
 func (s resealSummary) out(dryRun bool) map[string]any {
-	unreadable := s.unreadable
-	if unreadable == nil {
-		unreadable = []uuid.UUID{}
+	ids := func(l []uuid.UUID) []uuid.UUID {
+		if l == nil {
+			return []uuid.UUID{}
+		}
+		return l
 	}
 	if dryRun {
-		return map[string]any{"dry_run": true, "to_reseal": s.resealed, "already": s.already, "unreadable": unreadable}
+		return map[string]any{"dry_run": true, "to_reseal": s.resealed, "already": s.already, "unreadable": ids(s.unreadable),
+			"previous_unreadable": ids(s.previousLost)}
 	}
-	return map[string]any{"resealed": s.resealed, "already": s.already, "unreadable": unreadable, "deleted": s.deleted}
+	return map[string]any{"resealed": s.resealed, "already": s.already, "unreadable": ids(s.unreadable),
+		"previous_unreadable": ids(s.previousLost), "deleted": s.deleted}
 }
 
 // outcome is what became of one webhook.
@@ -214,6 +242,9 @@ func (r *resealer) run(ctx context.Context) (resealSummary, error) {
 			return sum, err
 		}
 		for _, h := range page {
+			if previousLost(r.box, h, time.Now()) {
+				sum.previousLost = append(sum.previousLost, h.ID)
+			}
 			o, err := r.one(ctx, h)
 			if err != nil {
 				return sum, fmt.Errorf("webhook %s: %w", h.ID, err)

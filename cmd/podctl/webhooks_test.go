@@ -35,7 +35,7 @@ func testBoxes(t *testing.T) (old, ring, other *secretbox.Box) {
 }
 
 func TestStale(t *testing.T) {
-	old, ring, _ := testBoxes(t)
+	old, ring, other := testBoxes(t)
 	now := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	seal := func(b *secretbox.Box) string {
 		s, err := b.Seal("whsec_x")
@@ -44,7 +44,7 @@ func TestStale(t *testing.T) {
 		}
 		return s
 	}
-	byOld, byNew := seal(old), seal(ring)
+	byOld, byNew, byOther := seal(old), seal(ring), seal(other)
 	later, earlier := now.Add(time.Hour), now.Add(-time.Hour)
 	for _, tc := range []struct {
 		name             string
@@ -58,6 +58,8 @@ func TestStale(t *testing.T) {
 		{"a previous secret past its overlap is left alone", storedHook{Secret: byNew, PreviousSecret: &byOld, PreviousSecretUntil: &earlier}, false, false},
 		{"both can be stale", storedHook{Secret: byOld, PreviousSecret: &byOld, PreviousSecretUntil: &later}, true, true},
 		{"a previous secret sealed with the first key is left alone", storedHook{Secret: byOld, PreviousSecret: &byNew, PreviousSecretUntil: &later}, true, false},
+		{"a previous secret that opens with no key is left alone, and the secret is still resealed",
+			storedHook{Secret: byOld, PreviousSecret: &byOther, PreviousSecretUntil: &later}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if s, p := stale(ring, tc.h, now); s != tc.secret || p != tc.previous {
