@@ -56,7 +56,8 @@ const (
 
 func refuse(reason string) error { return &URLError{Reason: reason} }
 
-// CheckURL validates a webhook URL when it is registered or updated: an
+// CheckURL validates a webhook URL when it is registered or updated, and
+// again before each delivery: an
 // absolute http(s) URI (only the characters uri.Valid lets through) naming a
 // host that is not private. It does no DNS lookups: names are checked again, after resolution, at connect time.
 // The result is nil or a *URLError.

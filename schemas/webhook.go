@@ -100,7 +100,7 @@ type AttemptResult struct {
 	Gen         int        `json:"gen"`
 	Run         int        `json:"run"`
 	Attempt     int        `json:"attempt"`
-	Attempted   bool       `json:"attempted"` // false for a cancellation: no request was made
+	Attempted   bool       `json:"attempted"` // false when no request was made: a cancellation, or a request that could not be signed
 	Status      string     `json:"status"`
 	StatusCode  *int       `json:"status_code"`
 	Error       *string    `json:"error"`
