@@ -90,6 +90,18 @@ func (f File) Validate() error {
 		}
 	}
 	domains := map[string]bool{}
+	// Ids named or derived twice in one file would make two entries one
+	// row, the last one read. Derived ids are computed for a placeholder
+	// account: within one file they collide exactly when they would for
+	// the real one.
+	stores, products, variants := map[uuid.UUID]string{}, map[uuid.UUID]string{}, map[uuid.UUID]string{}
+	once := func(seen map[uuid.UUID]string, id uuid.UUID, path, what string) {
+		if first, ok := seen[id]; ok {
+			bad(path, "has the id of %s (%s); give each its own", first, what)
+			return
+		}
+		seen[id] = path
+	}
 	for i, s := range f.Stores {
 		text(fmt.Sprintf("stores[%d].name", i), s.Name)
 		text(fmt.Sprintf("stores[%d].shop_domain", i), s.ShopDomain)
@@ -107,8 +119,21 @@ func (f File) Validate() error {
 		if !slices.Contains(StoreStatuses, s.Status) {
 			bad(sp+".status", "%q is not one of %s", s.Status, strings.Join(StoreStatuses, ", "))
 		}
+		storeID := s.id(uuid.Nil)
+		if s.StoreID != nil {
+			once(stores, storeID, sp, "store_id")
+		}
 		for j, p := range s.Products {
 			pp := fmt.Sprintf("%s.products[%d]", sp, j)
+			productID := p.id(storeID)
+			switch {
+			case p.ProductID != nil:
+				once(products, productID, pp, "product_id")
+			case p.PlatformID != "":
+				once(products, productID, pp, "a product's id comes from its platform_id")
+			default:
+				once(products, productID, pp, "a product's id comes from its title when it has no platform_id or product_id")
+			}
 			text(pp+".title", p.Title)
 			text(pp+".platform_id", p.PlatformID)
 			text(pp+".image_url", p.ImageURL)
@@ -136,6 +161,9 @@ func (f File) Validate() error {
 					bad(vp+".sku", "%q appears twice in the product", v.SKU)
 				}
 				skus[v.SKU] = true
+				if v.VariantID != nil {
+					once(variants, v.id(productID), vp, "variant_id")
+				}
 				if strings.TrimSpace(v.Title) == "" {
 					bad(vp+".title", "required")
 				}

@@ -45,6 +45,37 @@ func TestValidate(t *testing.T) {
 			p.Variants = append(p.Variants, p.Variants[0])
 		}, "variants[1].sku"},
 		{"image url scheme", func(f *File) { f.Stores[0].Products[0].ImageURL = "ftp://x/y.png" }, "products[0].image_url"},
+		{"two products of one title and no platform id are one product", func(f *File) {
+			p := &f.Stores[0].Products
+			(*p)[0].PlatformID = ""
+			other := (*p)[0]
+			other.Variants = []VariantDoc{{Title: "L", SKU: "H-L", Price: "30", Category: "hoodie"}}
+			*p = append(*p, other)
+		}, "stores[0].products[1]: has the id of stores[0].products[0]"},
+		{"two products of one platform id are one product", func(f *File) {
+			p := &f.Stores[0].Products
+			other := (*p)[0]
+			other.Title = "Zip hoodie"
+			*p = append(*p, other)
+		}, "stores[0].products[1]: has the id of stores[0].products[0]"},
+		{"one title in two stores is two products", func(f *File) {
+			other := f.Stores[0]
+			other.ShopDomain = "t.myshopify.com"
+			f.Stores = append(f.Stores, other)
+		}, ""},
+		{"a variant id given twice", func(f *File) {
+			id := uuid.New()
+			p := &f.Stores[0].Products[0]
+			p.Variants = append(p.Variants, VariantDoc{Title: "L", SKU: "H-L", Price: "30", Category: "hoodie"})
+			p.Variants[0].VariantID, p.Variants[1].VariantID = &id, &id
+		}, "variants[1]: has the id of stores[0].products[0].variants[0]"},
+		{"a store id given twice", func(f *File) {
+			id := uuid.New()
+			other := f.Stores[0]
+			other.ShopDomain, other.Products = "t.myshopify.com", nil
+			f.Stores = append(f.Stores, other)
+			f.Stores[0].StoreID, f.Stores[1].StoreID = &id, &id
+		}, "stores[1]: has the id of stores[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
