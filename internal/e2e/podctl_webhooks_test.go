@@ -43,7 +43,6 @@ func readStoredSecrets(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) storedSec
 	return s
 }
 
-
 // TestPodctlWebhooksResealMovesSecretsToTheNewKey rotates the key of
 // POD_WEBHOOK_SECRET_KEY as deploy/README.md says: with secrets sealed
 // with K0, podsvc restarts with [K1, K0], `podctl webhooks reseal` runs,
