@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -68,16 +70,43 @@ func fulfillmentCmd() *cobra.Command {
 	return cmd
 }
 
+// wholeLog fails when retention has deleted the first records of a
+// partition of topic: a read model rebuilt from it would lack them.
+func wholeLog(ctx context.Context, adm *kadm.Client, topic string) error {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("read the log start of %s: %w", topic, err)
+	}
+	var cut []string
+	starts.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			cut = append(cut, fmt.Sprintf("partition %d at offset %d", o.Partition, o.Offset))
+		}
+	})
+	if len(cut) == 0 {
+		return nil
+	}
+	slices.Sort(cut)
+	return fmt.Errorf("the log of %s no longer holds its first records (it starts at %s): retention deleted them, "+
+		"and a rebuilt read model would lack what they made. Nothing was reset; --from-truncated-log replays what is left",
+		topic, strings.Join(cut, ", "))
+}
+
 func replayCmd() *cobra.Command {
 	var name string
 	var wait time.Duration
-	var quiet bool
+	var quiet, truncated bool
 	cmd := &cobra.Command{
 		Use:   "replay --projection NAME",
 		Short: "Rebuild a read model from the log (" + fmt.Sprint(projections.Names()) + ")",
 		Long: "Empties the read model and its stored offsets in one transaction; the projector\n" +
 			"of a running podsvc then rebuilds it from the start of the topic. podctl waits,\n" +
-			"with a progress bar, until the rebuild reaches the log end seen at the start.",
+			"with a progress bar, until the rebuild reaches the log end seen at the start.\n" +
+			"It refuses, resetting nothing, when retention has deleted the start of the topic:\n" +
+			"the rebuilt read model would lack those records (--from-truncated-log accepts that).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, ok := projections.All[name]
@@ -91,6 +120,11 @@ func replayCmd() *cobra.Command {
 			}
 			defer e.close()
 			cl := e.kafka
+			if !truncated {
+				if err := wholeLog(ctx, kadm.NewClient(cl), e.cfg.Naming().Topic(p.Topic)); err != nil {
+					return err
+				}
+			}
 			ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, e.cfg.Naming().Topic(p.Topic))
 			if err != nil {
 				return fmt.Errorf("read the log end of %s: %w", p.Topic, err)
@@ -146,6 +180,7 @@ func replayCmd() *cobra.Command {
 	cmd.Flags().StringVar(&name, "projection", "", "read model to rebuild: "+fmt.Sprint(projections.Names()))
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "wait up to this long for the rebuild (0 = do not wait)")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress output")
+	cmd.Flags().BoolVar(&truncated, "from-truncated-log", false, "replay even when retention deleted the topic's first records")
 	_ = cmd.MarkFlagRequired("projection")
 	return cmd
 }

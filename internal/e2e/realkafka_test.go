@@ -12,9 +12,11 @@ import (
 
 	"github.com/printpod/pod/cmd/podsvc/app"
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	orderrm "github.com/printpod/pod/projections/order"
+	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -154,9 +156,16 @@ func TestRealKafkaSharedCluster(t *testing.T) {
 		if got["min.insync.replicas"] != "2" {
 			t.Errorf("%s: min.insync.replicas = %q, want 2", rc.Name, got["min.insync.replicas"])
 		}
-		if w := strconv.FormatInt(retention[rc.Name].Milliseconds(), 10); retention[rc.Name] <= 0 || got["retention.ms"] != w {
+		w := strconv.FormatInt(retention[rc.Name].Milliseconds(), 10)
+		if retention[rc.Name] == kafka.Forever {
+			w = "-1"
+		}
+		if retention[rc.Name] == 0 || got["retention.ms"] != w {
 			t.Errorf("%s: retention.ms = %q, want %s", rc.Name, got["retention.ms"], w)
 		}
+	}
+	if r := retention[cfg.Naming().Topic(schemas.TopicCatalogEvents)]; r != kafka.Forever {
+		t.Errorf("the catalog's events are kept only %s; a replay of the catalog needs them all", r)
 	}
 	if r := retention[cfg.Naming().RetryTier(5)]; r <= 12*time.Hour {
 		t.Errorf("the 12h retry tier is kept only %s", r)

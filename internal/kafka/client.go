@@ -68,9 +68,13 @@ type TopicSpec struct {
 	// stays writable with one replica down.
 	Replication int
 	// Retention is retention.ms; 0 leaves the broker's default (the
-	// embedded broker then keeps everything).
+	// embedded broker then keeps everything), Forever keeps every record.
 	Retention time.Duration
 }
+
+// Forever is the Retention of a topic whose records are never deleted
+// (retention.ms -1).
+const Forever time.Duration = -1
 
 // Replication resolves want (0 = min(3, brokers)) against the cluster.
 func Replication(ctx context.Context, adm *kadm.Client, want int) (int, error) {
@@ -97,7 +101,10 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, spec TopicSpec, topics ..
 		return err
 	}
 	configs := map[string]*string{"min.insync.replicas": kadm.StringPtr(strconv.Itoa(MinInsyncReplicas(rf)))}
-	if spec.Retention > 0 {
+	switch {
+	case spec.Retention == Forever:
+		configs["retention.ms"] = kadm.StringPtr("-1")
+	case spec.Retention > 0:
 		configs["retention.ms"] = kadm.StringPtr(strconv.FormatInt(spec.Retention.Milliseconds(), 10))
 	}
 	resp, err := adm.CreateTopics(ctx, int32(spec.Partitions), int16(rf), configs, topics...)

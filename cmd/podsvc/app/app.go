@@ -203,8 +203,10 @@ type TopicSet struct {
 // TopicSpecs are every topic podsvc creates on start (those missing), with
 // how: POD_KAFKA_PARTITIONS partitions (dead-letter topics one), replication
 // POD_KAFKA_REPLICATION (0: min(3, brokers)), and on real Kafka a retention
-// of POD_KAFKA_RETENTION for commands and events, Config.RetryTierRetention
-// for the delivery retry tiers and POD_KAFKA_DLQ_RETENTION for dead letters.
+// of POD_KAFKA_RETENTION for commands and events, none for the catalog's
+// events (the catalog read model's only source: a replay must find every
+// store and product), Config.RetryTierRetention for the delivery retry
+// tiers and POD_KAFKA_DLQ_RETENTION for dead letters.
 // The embedded broker gets no retention: it keeps everything, as it always
 // has. docs/kafka.md lists them.
 func TopicSpecs(cfg config.Config) []TopicSet {
@@ -220,12 +222,13 @@ func TopicSpecs(cfg config.Config) []TopicSet {
 	}
 	var main []string
 	for _, t := range schemas.LogicalTopics() {
-		if t != schemas.TopicWebhookDLQ && !slices.Contains(schemas.WebhookRetryTiers, t) {
+		if t != schemas.TopicWebhookDLQ && t != schemas.TopicCatalogEvents && !slices.Contains(schemas.WebhookRetryTiers, t) {
 			main = append(main, n.Topic(t))
 		}
 	}
 	return []TopicSet{
 		{Spec: spec(cfg.KafkaPartitions, cfg.KafkaRetention), Topics: main},
+		{Spec: spec(cfg.KafkaPartitions, kafka.Forever), Topics: []string{n.Topic(schemas.TopicCatalogEvents)}},
 		{Spec: spec(cfg.KafkaPartitions, cfg.RetryTierRetention()), Topics: n.RetryTiers()},
 		{Spec: spec(cfg.KafkaPartitions, cfg.KafkaDLQRetention), Topics: []string{n.Topic(schemas.TopicWebhookDLQ)}},
 		// Every consumer's dead-letter topic (the stages' and the webhook
