@@ -148,12 +148,21 @@ func Decide(s State, c Command, now time.Time) ([]schemas.Event, error) {
 	return nil, fmt.Errorf("unknown order command kind %q", c.Kind)
 }
 
+// errNoFulfillment refuses a fulfillment update that says nothing.
+var errNoFulfillment = errors.New("fulfillment update with neither status nor tracking")
+
 func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, error) {
 	var out []schemas.Event
+	if c.Status == "" && c.Tracking == nil {
+		return nil, errNoFulfillment
+	}
 	next := s
 	status := c.Status
-	if status == s.Status {
-		status = "" // repeated status (a carrier resending it): only tracking may be new
+	if status == s.Status || status == schemas.StatusSynced && s.Status == schemas.StatusFulfilled {
+		// Repeated (a carrier resending it) or passed (production's
+		// acknowledgement read after the shipment): only tracking may be
+		// new, and an update with none changes nothing.
+		status = ""
 	}
 	switch status {
 	case "":
@@ -210,9 +219,6 @@ func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, erro
 			return nil, err
 		}
 		out = append(out, ev)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("fulfillment update with neither status nor tracking")
 	}
 	return out, nil
 }

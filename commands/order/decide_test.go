@@ -111,6 +111,15 @@ func TestDecide(t *testing.T) {
 		{"fulfil synced", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("SYNCED", nil))), cmd(KindFulfillment, fulfil("FULFILLED", nil)), []string{schemas.TypeOrderStatusUpdated}, "FULFILLED", nil},
 		{"fulfil failed", failed, cmd(KindFulfillment, fulfil("FULFILLED", nil)), nil, "", ErrInvalidState},
 		{"tracking update", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("FULFILLED", track))), cmd(KindFulfillment, fulfil("", track2)), []string{schemas.TypeTrackingUpdated}, "FULFILLED", nil},
+		{"a repeated status without tracking changes nothing", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("SYNCED", nil))),
+			cmd(KindFulfillment, fulfil("SYNCED", nil)), nil, "SYNCED", nil},
+		{"an acknowledgement read after the shipment still brings its tracking",
+			append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("FULFILLED", track))),
+			cmd(KindFulfillment, fulfil("SYNCED", track2)), []string{schemas.TypeTrackingUpdated}, "FULFILLED", nil},
+		{"an acknowledgement read after the shipment without tracking changes nothing",
+			append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("FULFILLED", nil))),
+			cmd(KindFulfillment, fulfil("SYNCED", nil)), nil, "FULFILLED", nil},
+		{"an update with neither status nor tracking is refused", succeeded, cmd(KindFulfillment, fulfil("", nil)), nil, "", errNoFulfillment},
 		{"same tracking again", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("", track))), cmd(KindFulfillment, fulfil("", track)), nil, "SUCCESS", nil},
 	}
 	for _, tt := range tests {
