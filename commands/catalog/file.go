@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -167,7 +168,7 @@ func (f File) Validate() error {
 				if strings.TrimSpace(v.Title) == "" {
 					bad(vp+".title", "required")
 				}
-				if d, err := decimal.NewFromString(v.Price); err != nil || d.IsNegative() || d.Exponent() < -2 || d.GreaterThan(maxPrice) {
+				if !priceText.MatchString(v.Price) {
 					bad(vp+".price", "%q is not an amount from 0 to %s with at most 2 decimals", v.Price, maxPrice)
 				}
 				if !KnownCategory(v.Category) {
@@ -190,6 +191,10 @@ func (f File) Validate() error {
 
 // maxPrice is the largest price the read model stores (numeric(12, 2)).
 var maxPrice = decimal.RequireFromString("9999999999.99")
+
+// priceText is a price as a file gives it: plain digits, up to maxPrice,
+// with at most 2 decimals; no sign, exponent or spaces.
+var priceText = regexp.MustCompile(`^[0-9]{1,10}(\.[0-9]{1,2})?$`)
 
 // textProblem reports a string Postgres cannot store or a display cannot use.
 func textProblem(s string) string {
