@@ -84,6 +84,9 @@ type OrderEventData struct {
 	Previous json.RawMessage `json:"previous,omitempty"`
 	Created  *OrderDetails   `json:"created,omitempty"`
 	Push     *PushAttempt    `json:"push,omitempty"`
+	// TrackingReportedAt, on tracking events, is when the carrier or
+	// production sent the tracking (absent when the update did not say).
+	TrackingReportedAt *time.Time `json:"tracking_reported_at,omitempty"`
 }
 
 // PushAttempt is one push of the order to the store platform.

@@ -50,6 +50,10 @@ type Command struct {
 	// fulfillment
 	Status   string            `json:"status,omitempty"`
 	Tracking *schemas.Tracking `json:"tracking,omitempty"`
+	// ReportedAt is when production or the carrier sent the update (its
+	// sent_at): tracking reported before the order's last applied
+	// tracking is older news and does not apply.
+	ReportedAt *time.Time `json:"reported_at,omitempty"`
 }
 
 // Decision errors. Each maps to one API error (see http/).
@@ -81,6 +85,8 @@ type State struct {
 	AutoRetries   int               `json:"auto_retries"`
 	PushAttempts  int               `json:"push_attempts"`
 	Tracking      *schemas.Tracking `json:"tracking,omitempty"`
+	// TrackingReportedAt is when the tracking applied last was reported.
+	TrackingReportedAt *time.Time `json:"tracking_reported_at,omitempty"`
 }
 
 // Decide returns the events a command causes on an order in state s, or why
@@ -148,6 +154,13 @@ func Decide(s State, c Command, now time.Time) ([]schemas.Event, error) {
 	return nil, fmt.Errorf("unknown order command kind %q", c.Kind)
 }
 
+// olderTracking says whether c's tracking was reported before the
+// tracking the order holds (updates of one order may be read out of the
+// order they were sent in, e.g. from two senders).
+func olderTracking(s State, c Command) bool {
+	return c.ReportedAt != nil && s.TrackingReportedAt != nil && c.ReportedAt.Before(*s.TrackingReportedAt)
+}
+
 // errNoFulfillment refuses a fulfillment update that says nothing.
 var errNoFulfillment = errors.New("fulfillment update with neither status nor tracking")
 
@@ -185,6 +198,9 @@ func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, erro
 		out = append(out, evs...)
 		next = Evolve(next, evs[0])
 	}
+	if t := c.Tracking; t != nil && olderTracking(s, c) {
+		return out, nil // a carrier's report read after a later one: news already passed
+	}
 	if t := c.Tracking; t != nil {
 		if s.Status != schemas.StatusSuccess && s.Status != schemas.StatusSynced && s.Status != schemas.StatusFulfilled {
 			return nil, &StateError{Err: ErrInvalidState, Status: s.Status, Action: "track"}
@@ -192,7 +208,7 @@ func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, erro
 		ref := next.Order
 		ref.UpdatedAt = now
 		ref.ShipmentStatus = nonEmpty(t.ShipmentStatus)
-		data := schemas.OrderEventData{Order: ref, Tracking: t}
+		data := schemas.OrderEventData{Order: ref, Tracking: t, TrackingReportedAt: c.ReportedAt}
 		typ := schemas.TypeTrackingCreated
 		if old := next.Tracking; old != nil {
 			changed := map[string]string{}
@@ -264,6 +280,9 @@ func Evolve(s State, ev schemas.Event) State {
 		s.Status = to
 	case schemas.TypeTrackingCreated, schemas.TypeTrackingUpdated:
 		s.Tracking = d.Tracking
+		if d.TrackingReportedAt != nil {
+			s.TrackingReportedAt = d.TrackingReportedAt
+		}
 	}
 	s.Order = d.Order
 	return s

@@ -2,6 +2,7 @@ package order
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,5 +187,52 @@ func TestEventsCarryPreviousAndStableIDs(t *testing.T) {
 	_ = json.Unmarshal(d.Previous, &prev)
 	if len(prev) != 2 || prev["carrier"] != "UPS" || prev["shipment_status"] != "in_transit" || *d.Order.ShipmentStatus != "delivered" {
 		t.Fatalf("tracking.updated previous %v order %+v", prev, d.Order)
+	}
+}
+
+// TestTrackingReportedBeforeTheOrdersIsOlderNews: updates of one order can
+// be read in another order than they were sent (two senders, a resend). A
+// tracking report sent before the one the order holds changes nothing,
+// while its status still applies; a later one, or one that does not say
+// when it was sent (an update from before the field), applies.
+func TestTrackingReportedBeforeTheOrdersIsOlderNews(t *testing.T) {
+	at := func(minutes int) func(*Command) {
+		return func(c *Command) {
+			r := t0.Add(time.Duration(minutes) * time.Minute)
+			c.ReportedAt = &r
+		}
+	}
+	delivered := &schemas.Tracking{TrackingNumber: "A", Carrier: "UPS", TrackingURL: "https://ups.example/A", ShipmentStatus: "delivered"}
+	inTransit := &schemas.Tracking{TrackingNumber: "A", Carrier: "UPS", TrackingURL: "https://ups.example/A", ShipmentStatus: "in_transit"}
+	shipped := []Command{cmd(KindCreate), cmd(KindStartPush), cmd(KindCompletePush, attempt(1)),
+		cmd(KindFulfillment, fulfil("SYNCED", delivered), at(10))}
+	for _, tc := range []struct {
+		name     string
+		when     Command
+		then     []string
+		shipment string // the tracking's shipment status after
+	}{
+		{"a report sent before the order's tracking changes nothing", cmd(KindFulfillment, fulfil("", inTransit), at(5)), nil, "delivered"},
+		{"a report sent before still moves the status", cmd(KindFulfillment, fulfil("FULFILLED", inTransit), at(5)),
+			[]string{schemas.TypeOrderStatusUpdated}, "delivered"},
+		{"a report sent after applies", cmd(KindFulfillment, fulfil("", inTransit), at(15)), []string{schemas.TypeTrackingUpdated}, "in_transit"},
+		{"a report that does not say when it was sent applies", cmd(KindFulfillment, fulfil("", inTransit)),
+			[]string{schemas.TypeTrackingUpdated}, "in_transit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := given(t, shipped)
+			evs, err := Decide(s, tc.when, t0.Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var types []string
+			for _, ev := range evs {
+				types = append(types, ev.Type)
+				s = Evolve(s, ev)
+			}
+			if !slices.Equal(types, tc.then) || s.Tracking == nil || s.Tracking.ShipmentStatus != tc.shipment {
+				t.Fatalf("events %v, tracking %+v; want %v and shipment %s", types, s.Tracking, tc.then, tc.shipment)
+			}
+		})
 	}
 }

@@ -37,6 +37,10 @@ func FulfillmentBridge(n schemas.Naming, log *slog.Logger) stream.Consumer {
 				}
 				c := Command{ID: uuid.NewSHA1(u.ID, []byte("fulfillment")), Kind: KindFulfillment, OrderID: u.OrderID,
 					Status: u.Status, Tracking: u.Tracking}
+				if !u.SentAt.IsZero() {
+					at := u.SentAt.UTC()
+					c.ReportedAt = &at
+				}
 				cmd, err := Record(n, c)
 				if err != nil {
 					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
