@@ -213,7 +213,7 @@ func textProblem(s string) string {
 // publishing order: each store followed by its products.
 func (f File) Events(account uuid.UUID, now time.Time) ([]Keyed, error) {
 	var out []Keyed
-	for _, s := range f.Stores {
+	for i, s := range f.Stores {
 		storeID := s.id(account)
 		ev, err := schemas.NewEvent(schemas.TypeStoreUpserted, now, schemas.StoreUpserted{
 			AccountID: account, StoreID: storeID, Name: s.Name, ShopDomain: s.ShopDomain,
@@ -223,7 +223,7 @@ func (f File) Events(account uuid.UUID, now time.Time) ([]Keyed, error) {
 			return nil, err
 		}
 		out = append(out, Keyed{Key: storeID, Event: ev})
-		for _, p := range s.Products {
+		for j, p := range s.Products {
 			productID := p.id(storeID)
 			vs := make([]schemas.CatalogVariant, 0, len(p.Variants))
 			for _, v := range p.Variants {
@@ -245,11 +245,20 @@ func (f File) Events(account uuid.UUID, now time.Time) ([]Keyed, error) {
 			if err != nil {
 				return nil, err
 			}
+			if len(ev.Data) > MaxEventBytes {
+				return nil, fmt.Errorf("stores[%d].products[%d]: its %d variants make an event of %d KiB, over the %d KiB "+
+					"one product may take; split it into products of fewer variants", i, j, len(p.Variants), len(ev.Data)>>10, MaxEventBytes>>10)
+			}
 			out = append(out, Keyed{Key: storeID, Event: ev})
 		}
 	}
 	return out, nil
 }
+
+// MaxEventBytes bounds one product's event (all its variants), well inside
+// Kafka's default 1 MB record limit: a file with a larger product is
+// refused before any of its events is published, not published in part.
+const MaxEventBytes = 768 << 10
 
 // id is the store's id for account: its store_id, else derived.
 func (s StoreDoc) id(account uuid.UUID) uuid.UUID {

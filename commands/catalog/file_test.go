@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -140,5 +141,29 @@ func TestEventsAreDeterministicAndComplete(t *testing.T) {
 	}
 	if other, _ := f.Events(uuid.New(), now); other[0].Key == a[0].Key {
 		t.Fatal("two accounts importing one file share a store id")
+	}
+}
+
+// TestAProductTooLargeForOneEventIsRefusedBeforeAnyIsPublished: a file
+// whose product's variants would not fit in one record gets an error
+// naming the product from Events, which runs before anything is
+// published, so no import is left half applied.
+func TestAProductTooLargeForOneEventIsRefusedBeforeAnyIsPublished(t *testing.T) {
+	f := validFile()
+	p := &f.Stores[0].Products[0]
+	p.Variants = nil
+	for i := range 6000 {
+		p.Variants = append(p.Variants, VariantDoc{Title: fmt.Sprintf("size %d", i), SKU: fmt.Sprintf("H-%05d", i), Price: "30", Category: "hoodie"})
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Events(uuid.New(), time.Now())
+	if err == nil || !strings.Contains(err.Error(), "stores[0].products[0]: its 6000 variants") {
+		t.Fatalf("Events of a product too large for one record: %v", err)
+	}
+	p.Variants = p.Variants[:100]
+	if _, err := f.Events(uuid.New(), time.Now()); err != nil {
+		t.Fatalf("a product of 100 variants: %v", err)
 	}
 }
