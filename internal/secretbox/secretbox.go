@@ -97,16 +97,16 @@ func (b *Box) Seal(plain string) (string, error) {
 
 // Open decrypts a value Seal produced with any key of the ring.
 func (b *Box) Open(sealed string) (string, error) {
-	parts := strings.Split(sealed, ".")
-	if len(parts) != 3 || parts[0] != "v1" {
+	id, body, ok := parse(sealed)
+	if !ok {
 		return "", ErrOpen
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[2])
+	raw, err := base64.RawURLEncoding.DecodeString(body)
 	if err != nil {
 		return "", ErrOpen
 	}
 	for _, k := range b.keys {
-		if k.id != parts[1] {
+		if k.id != id {
 			continue
 		}
 		n := k.aead.NonceSize()
@@ -125,11 +125,18 @@ func (b *Box) Open(sealed string) (string, error) {
 // KeyID is the id of the key a sealed value names ("" when it is not a
 // sealed value). It says nothing of whether the value opens.
 func KeyID(sealed string) string {
+	id, _, _ := parse(sealed)
+	return id
+}
+
+// parse splits a sealed value into the id of its key and its encoded
+// nonce and ciphertext; ok is false for anything Seal did not produce.
+func parse(sealed string) (id, body string, ok bool) {
 	parts := strings.Split(sealed, ".")
 	if len(parts) != 3 || parts[0] != "v1" {
-		return ""
+		return "", "", false
 	}
-	return parts[1]
+	return parts[1], parts[2], true
 }
 
 // SealedWithFirst tells whether sealed names the key that seals now, the
