@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/webhook"
 	"github.com/printpod/pod/internal/logging"
@@ -104,44 +103,22 @@ func webhooksCmd() *cobra.Command {
 	return cmd
 }
 
-// storedHook is what a reseal reads of a webhook.
-type storedHook struct {
-	ID, AccountID       uuid.UUID
-	Secret              string
-	PreviousSecret      *string
-	PreviousSecretUntil *time.Time
-}
-
-const storedHookColumns = `id, account_id, secret, previous_secret, previous_secret_until`
-
-func scanStoredHook(row pgx.Row) (storedHook, error) {
-	var h storedHook
-	err := row.Scan(&h.ID, &h.AccountID, &h.Secret, &h.PreviousSecret, &h.PreviousSecretUntil)
-	return h, err
-}
-
 // stale says which of h's secrets are not sealed with the first key: the
 // secret, and the previous one while it still signs (after its overlap no
 // one opens it again) and opens. A previous secret that opens with no key
 // is left as it is (previousLost): the sender signs without it, and a
 // reseal cannot help.
-func stale(box *secretbox.Box, h storedHook, now time.Time) (secret, previous bool) {
+func stale(box *secretbox.Box, h *webhook.Webhook, now time.Time) (secret, previous bool) {
 	secret = !box.SealedWithFirst(h.Secret)
-	previous = previousSigns(h, now) && !box.SealedWithFirst(*h.PreviousSecret) && !previousLost(box, h, now)
+	previous = h.PreviousSigns(now) && !box.SealedWithFirst(*h.PreviousSecret) && !previousLost(box, h, now)
 	return secret, previous
-}
-
-// previousSigns says whether h's previous secret still signs beside the
-// current one.
-func previousSigns(h storedHook, now time.Time) bool {
-	return h.PreviousSecret != nil && h.PreviousSecretUntil != nil && now.Before(*h.PreviousSecretUntil)
 }
 
 // previousLost says whether h's previous secret still signs but opens
 // with no key of box (sealed with a key gone, e.g. when the client rotated
 // a secret that had become unreadable).
-func previousLost(box *secretbox.Box, h storedHook, now time.Time) bool {
-	if !previousSigns(h, now) {
+func previousLost(box *secretbox.Box, h *webhook.Webhook, now time.Time) bool {
+	if !h.PreviousSigns(now) {
 		return false
 	}
 	_, err := box.Open(*h.PreviousSecret)
@@ -151,7 +128,7 @@ func previousLost(box *secretbox.Box, h storedHook, now time.Time) bool {
 // resealCommand opens the secrets of h that stale named and seals them
 // with the first key. Its id derives from the webhook and the values it
 // replaces. An error is secretbox.ErrOpen when a secret does not open.
-func resealCommand(box *secretbox.Box, h storedHook, secret, previous bool) (webhook.Command, error) {
+func resealCommand(box *secretbox.Box, h *webhook.Webhook, secret, previous bool) (webhook.Command, error) {
 	c := webhook.Command{Kind: webhook.KindReseal, AccountID: h.AccountID, WebhookID: h.ID}
 	again := func(sealed string) (string, error) {
 		plain, err := box.Open(sealed)
@@ -237,7 +214,7 @@ func (r *resealer) run(ctx context.Context) (resealSummary, error) {
 	}
 	after := uuid.Nil
 	for {
-		page, err := r.page(ctx, after)
+		page, err := webhook.Page(ctx, r.pool, after, resealPage)
 		if err != nil {
 			return sum, err
 		}
@@ -269,28 +246,9 @@ func (r *resealer) run(ctx context.Context) (resealSummary, error) {
 	}
 }
 
-// page reads the webhooks after the id after, by id.
-func (r *resealer) page(ctx context.Context, after uuid.UUID) ([]storedHook, error) {
-	rows, err := r.pool.Query(ctx, `SELECT `+storedHookColumns+` FROM webhooks WHERE id > $1 ORDER BY id LIMIT $2`,
-		after, resealPage)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []storedHook
-	for rows.Next() {
-		h, err := scanStoredHook(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
-}
-
 // one reseals one webhook as read, then reads it again: a rotation decided
 // in between may have left a secret sealed with another key still.
-func (r *resealer) one(ctx context.Context, h storedHook) (outcome, error) {
+func (r *resealer) one(ctx context.Context, h *webhook.Webhook) (outcome, error) {
 	done := false // a reseal of ours was applied
 	for try := 0; ; try++ {
 		secret, previous := stale(r.box, h, time.Now())
@@ -328,12 +286,12 @@ func (r *resealer) one(ctx context.Context, h storedHook) (outcome, error) {
 		default:
 			return 0, fmt.Errorf("reseal refused: %s %s", dec.Code, dec.Message)
 		}
-		h, err = scanStoredHook(r.pool.QueryRow(ctx, `SELECT `+storedHookColumns+` FROM webhooks WHERE id = $1`, h.ID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return deleted, nil
-		}
-		if err != nil {
+		id := h.ID
+		if h, err = webhook.Get(ctx, r.pool, id); err != nil {
 			return 0, err
+		}
+		if h == nil {
+			return deleted, nil
 		}
 		if c.Secret != "" && h.Secret == c.Secret || c.PreviousSecret != "" && h.PreviousSecret != nil && *h.PreviousSecret == c.PreviousSecret {
 			done = true

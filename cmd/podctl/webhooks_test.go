@@ -13,6 +13,7 @@ import (
 	"github.com/printpod/pod/commands/webhook"
 	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/secretbox"
+	"github.com/printpod/pod/schemas"
 )
 
 func testBoxes(t *testing.T) (old, ring, other *secretbox.Box) {
@@ -48,18 +49,18 @@ func TestStale(t *testing.T) {
 	later, earlier := now.Add(time.Hour), now.Add(-time.Hour)
 	for _, tc := range []struct {
 		name             string
-		h                storedHook
+		h                *webhook.Webhook
 		secret, previous bool
 	}{
-		{"a secret sealed with the first key is left alone", storedHook{Secret: byNew}, false, false},
-		{"a secret sealed with an older key is stale", storedHook{Secret: byOld}, true, false},
+		{"a secret sealed with the first key is left alone", &webhook.Webhook{Secret: byNew}, false, false},
+		{"a secret sealed with an older key is stale", &webhook.Webhook{Secret: byOld}, true, false},
 		{"a previous secret that still signs is stale when an older key sealed it",
-			storedHook{Secret: byNew, PreviousSecret: &byOld, PreviousSecretUntil: &later}, false, true},
-		{"a previous secret past its overlap is left alone", storedHook{Secret: byNew, PreviousSecret: &byOld, PreviousSecretUntil: &earlier}, false, false},
-		{"both can be stale", storedHook{Secret: byOld, PreviousSecret: &byOld, PreviousSecretUntil: &later}, true, true},
-		{"a previous secret sealed with the first key is left alone", storedHook{Secret: byOld, PreviousSecret: &byNew, PreviousSecretUntil: &later}, true, false},
+			&webhook.Webhook{Secret: byNew, PreviousSecret: &byOld, PreviousSecretUntil: &later}, false, true},
+		{"a previous secret past its overlap is left alone", &webhook.Webhook{Secret: byNew, PreviousSecret: &byOld, PreviousSecretUntil: &earlier}, false, false},
+		{"both can be stale", &webhook.Webhook{Secret: byOld, PreviousSecret: &byOld, PreviousSecretUntil: &later}, true, true},
+		{"a previous secret sealed with the first key is left alone", &webhook.Webhook{Secret: byOld, PreviousSecret: &byNew, PreviousSecretUntil: &later}, true, false},
 		{"a previous secret that opens with no key is left alone, and the secret is still resealed",
-			storedHook{Secret: byOld, PreviousSecret: &byOther, PreviousSecretUntil: &later}, true, false},
+			&webhook.Webhook{Secret: byOld, PreviousSecret: &byOther, PreviousSecretUntil: &later}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if s, p := stale(ring, tc.h, now); s != tc.secret || p != tc.previous {
@@ -74,7 +75,7 @@ func TestResealCommand(t *testing.T) {
 	sealedOld, _ := old.Seal("whsec_current")
 	prevOld, _ := old.Seal("whsec_previous")
 	until := time.Now().Add(time.Hour)
-	h := storedHook{ID: uuid.New(), AccountID: uuid.New(), Secret: sealedOld, PreviousSecret: &prevOld, PreviousSecretUntil: &until}
+	h := &webhook.Webhook{WebhookFact: schemas.WebhookFact{ID: uuid.New(), AccountID: uuid.New()}, Secret: sealedOld, PreviousSecret: &prevOld, PreviousSecretUntil: &until}
 
 	c, err := resealCommand(ring, h, true, true)
 	if err != nil {

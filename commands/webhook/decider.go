@@ -281,22 +281,32 @@ func Load(ctx context.Context, q interface {
 // List reads the account's webhooks, newest first, after the keyset
 // position (created_at, id) when after is set.
 func List(ctx context.Context, pool *pgxpool.Pool, account uuid.UUID, after *time.Time, afterID uuid.UUID, limit int) ([]*Webhook, error) {
-	rows, err := pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE account_id = $1
+	return collectWebhooks(pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE account_id = $1
 		AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3)) ORDER BY created_at DESC, id DESC LIMIT $4`,
-		account, after, afterID, limit)
+		account, after, afterID, limit))
+}
+
+// Page reads every client's webhooks with an id above after, by id, up to
+// limit: an operator's walk over all of them (podctl webhooks reseal).
+func Page(ctx context.Context, pool *pgxpool.Pool, after uuid.UUID, limit int) ([]*Webhook, error) {
+	return collectWebhooks(pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id > $1 ORDER BY id LIMIT $2`, after, limit))
+}
+
+// Get reads a webhook by id alone, whatever its account (nil when it does
+// not exist): for operator tasks, never for a client's request.
+func Get(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) (*Webhook, error) {
+	w, err := scanWebhook(pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return w, err
+}
+
+func collectWebhooks(rows pgx.Rows, err error) ([]*Webhook, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*Webhook
-	for rows.Next() {
-		w, err := scanWebhook(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, w)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Webhook, error) { return scanWebhook(r) })
 }
 
 // DecisionRetention is how long decisions are kept for repeats of a command.

@@ -81,6 +81,12 @@ type Webhook struct {
 	CreatedAt           time.Time  `json:"created_at"`
 }
 
+// PreviousSigns says whether w's previous secret still signs beside the
+// current one at now (its rotation's overlap has not ended).
+func (w Webhook) PreviousSigns(now time.Time) bool {
+	return w.PreviousSecret != nil && w.PreviousSecretUntil != nil && now.Before(*w.PreviousSecretUntil)
+}
+
 // Fact is the webhook as its events carry it.
 func (w Webhook) Fact() schemas.WebhookFact { return w.WebhookFact }
 
