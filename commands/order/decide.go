@@ -3,6 +3,7 @@ package order
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +15,8 @@ import (
 const (
 	MaxManualRetries = 5
 	MaxAutoRetries   = 3
+	// MaxHeld bounds the fulfillment updates an order holds (State.Held).
+	MaxHeld = 8
 )
 
 // Command kinds on TopicOrderCommands.
@@ -62,6 +65,10 @@ var (
 	ErrNotFound           = errors.New("order not found")
 	ErrInvalidState       = errors.New("the order's status does not allow this")
 	ErrRetryLimit         = errors.New("the order was already retried the maximum number of times")
+	// ErrHeld is no refusal: a fulfillment update came while a push of the
+	// order was under way and none had succeeded yet. The decider holds it
+	// (Hold) and applies it once a push succeeds.
+	ErrHeld = errors.New("held until a push of the order succeeds")
 )
 
 // StateError is a rejection because of the order's status.
@@ -87,6 +94,52 @@ type State struct {
 	Tracking      *schemas.Tracking `json:"tracking,omitempty"`
 	// TrackingReportedAt is when the tracking applied last was reported.
 	TrackingReportedAt *time.Time `json:"tracking_reported_at,omitempty"`
+	// Held are fulfillment updates that came before the decider knew the
+	// platform had the order: a push's outcome can be decided late (its
+	// worker stopped after the call, and the call is taken over when its
+	// lease ends, or the push failed on a timeout and is retried), while
+	// production already acknowledges the order. They apply, in the order
+	// they came, once a push succeeds (Release).
+	Held []Command `json:"held,omitempty"`
+}
+
+// pushUnsettled says whether a push of the order began and none has
+// succeeded yet: an update from production may then be ahead of the
+// push's outcome.
+func pushUnsettled(s State) bool {
+	switch s.Status {
+	case schemas.StatusProcessing, schemas.StatusFailed, schemas.StatusPending:
+		return s.PushAttempts > 0
+	}
+	return false
+}
+
+// Hold keeps fulfillment update c, which Decide answered with ErrHeld,
+// until a push of the order succeeds. An order holds at most MaxHeld.
+func Hold(s State, c Command) (State, error) {
+	if len(s.Held) >= MaxHeld {
+		return s, &StateError{Err: ErrInvalidState, Status: s.Status, Action: "hold one more fulfillment update of"}
+	}
+	s.Held = append(slices.Clip(s.Held), c)
+	return s, nil
+}
+
+// Release takes the held updates that are now to be decided (those of an
+// order whose push succeeded, in the order they came) out of s. An order
+// cancelled drops them: its push will not succeed.
+func Release(s State) (State, []Command) {
+	held := s.Held
+	switch {
+	case len(held) == 0:
+		return s, nil
+	case s.Status == schemas.StatusCancelled:
+		s.Held = nil
+		return s, nil
+	case pushUnsettled(s):
+		return s, nil
+	}
+	s.Held = nil
+	return s, held
 }
 
 // Decide returns the events a command causes on an order in state s, or why
@@ -169,6 +222,12 @@ func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, erro
 	if c.Status == "" && c.Tracking == nil {
 		return nil, errNoFulfillment
 	}
+	if c.Status != "" && c.Status != schemas.StatusSynced && c.Status != schemas.StatusFulfilled {
+		return nil, fmt.Errorf("fulfillment status %q is not SYNCED or FULFILLED", c.Status)
+	}
+	if pushUnsettled(s) {
+		return nil, ErrHeld
+	}
 	next := s
 	status := c.Status
 	if status == s.Status || status == schemas.StatusSynced && s.Status == schemas.StatusFulfilled {
@@ -187,8 +246,6 @@ func decideFulfillment(s State, c Command, now time.Time) ([]schemas.Event, erro
 		if s.Status != schemas.StatusSuccess && s.Status != schemas.StatusSynced {
 			return nil, &StateError{Err: ErrInvalidState, Status: s.Status, Action: "fulfil"}
 		}
-	default:
-		return nil, fmt.Errorf("fulfillment status %q is not SYNCED or FULFILLED", c.Status)
 	}
 	if status != "" {
 		evs, err := statusChange(s, c, status, now, nil)

@@ -110,7 +110,11 @@ func TestDecide(t *testing.T) {
 		{"sync pending", []Command{create}, cmd(KindFulfillment, fulfil("SYNCED", nil)), nil, "", ErrInvalidState},
 		{"fulfil with tracking", succeeded, cmd(KindFulfillment, fulfil("FULFILLED", track)), []string{schemas.TypeOrderStatusUpdated, schemas.TypeTrackingCreated}, "FULFILLED", nil},
 		{"fulfil synced", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("SYNCED", nil))), cmd(KindFulfillment, fulfil("FULFILLED", nil)), []string{schemas.TypeOrderStatusUpdated}, "FULFILLED", nil},
-		{"fulfil failed", failed, cmd(KindFulfillment, fulfil("FULFILLED", nil)), nil, "", ErrInvalidState},
+		{"an update while a push is under way is held", push, cmd(KindFulfillment, fulfil("SYNCED", track)), nil, "", ErrHeld},
+		{"tracking while a push is under way is held", push, cmd(KindFulfillment, fulfil("", track)), nil, "", ErrHeld},
+		{"an update after a failed push is held for its retry", failed, cmd(KindFulfillment, fulfil("FULFILLED", nil)), nil, "", ErrHeld},
+		{"an update for an order never pushed is refused", []Command{create}, cmd(KindFulfillment, fulfil("", track)), nil, "", ErrInvalidState},
+		{"an update for a cancelled order is refused", append(append([]Command{}, failed...), cmd(KindCancel)), cmd(KindFulfillment, fulfil("SYNCED", nil)), nil, "", ErrInvalidState},
 		{"tracking update", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("FULFILLED", track))), cmd(KindFulfillment, fulfil("", track2)), []string{schemas.TypeTrackingUpdated}, "FULFILLED", nil},
 		{"a repeated status without tracking changes nothing", append(append([]Command{}, succeeded...), cmd(KindFulfillment, fulfil("SYNCED", nil))),
 			cmd(KindFulfillment, fulfil("SYNCED", nil)), nil, "SYNCED", nil},
@@ -235,4 +239,50 @@ func TestTrackingReportedBeforeTheOrdersIsOlderNews(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestHeldUpdatesWaitForAPushToSucceed(t *testing.T) {
+	push := []Command{cmd(KindCreate), cmd(KindStartPush)}
+	holding := func(n int, more ...Command) State {
+		s := given(t, append(append([]Command{}, push...), more...))
+		for range n {
+			var err error
+			if s, err = Hold(s, cmd(KindFulfillment, fulfil("SYNCED", nil))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	tests := []struct {
+		name     string
+		s        State
+		released int // updates Release gives back
+		left     int // updates still held after it
+	}{
+		{"a push still under way keeps them", holding(2), 0, 2},
+		{"a failed push keeps them for its retry", holding(2, cmd(KindFailPush, attempt(1))), 0, 2},
+		{"a succeeded push releases them in order", holding(3, cmd(KindCompletePush, attempt(1))), 3, 0},
+		{"a cancelled order drops them", holding(2, cmd(KindFailPush, attempt(1)), cmd(KindCancel)), 0, 0},
+		{"an order holding none releases none", holding(0, cmd(KindCompletePush, attempt(1))), 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := slices.Clone(tt.s.Held)
+			s, released := Release(tt.s)
+			if len(released) != tt.released || len(s.Held) != tt.left {
+				t.Fatalf("released %d, %d left; want %d and %d", len(released), len(s.Held), tt.released, tt.left)
+			}
+			for i := range released {
+				if released[i].ID != want[i].ID {
+					t.Fatalf("released[%d] is %s, want %s (the order they came in)", i, released[i].ID, want[i].ID)
+				}
+			}
+		})
+	}
+	t.Run("an order holds at most MaxHeld", func(t *testing.T) {
+		_, err := Hold(holding(MaxHeld), cmd(KindFulfillment, fulfil("SYNCED", nil)))
+		if !errors.Is(err, ErrInvalidState) {
+			t.Fatalf("err = %v, want %v", err, ErrInvalidState)
+		}
+	})
 }

@@ -113,6 +113,12 @@ func (d *Decider) Decide(o *orderRow, c Command, at time.Time) (decider.Outcome[
 	}
 	out := decider.Outcome[*orderRow, Decision]{State: o, Decision: Decision{CommandID: c.ID, OrderID: c.OrderID}}
 	evs, err := Decide(o.state, c, at)
+	if errors.Is(err, ErrHeld) {
+		if o.state, err = Hold(o.state, c); err == nil {
+			out.Changed = true
+			out.Decision.Message = ErrHeld.Error()
+		}
+	}
 	if err != nil {
 		out.Decision.Code, out.Decision.Message = ErrorCode(err), err.Error()
 		if out.Decision.Code == "" {
@@ -120,21 +126,50 @@ func (d *Decider) Decide(o *orderRow, c Command, at time.Time) (decider.Outcome[
 			out.Decision.Code = schemas.CodeValidation
 		}
 	}
+	if err := d.apply(o, &out, c, evs); err != nil {
+		return out, err
+	}
+	// Updates held while the push was under way apply once it succeeded,
+	// decided as they came at this command's time: a batch redone decides
+	// them alike.
+	before := len(o.state.Held)
+	var held []Command
+	o.state, held = Release(o.state)
+	if dropped := before - len(held) - len(o.state.Held); dropped > 0 {
+		out.Changed = true
+		d.Log.Warn("order cancelled with fulfillment updates held; dropped", "order", c.OrderID, "updates", dropped)
+	}
+	for _, h := range held {
+		evs, err := Decide(o.state, h, at)
+		if err != nil {
+			d.Log.Warn("held fulfillment update refused", "command", h.ID, "order", h.OrderID, "err", err)
+			continue
+		}
+		if err := d.apply(o, &out, h, evs); err != nil {
+			return out, err
+		}
+	}
+	out.Decision.Status, out.Decision.Version = o.state.Status, o.version
+	return out, nil
+}
+
+// apply evolves o by the events command c caused and adds their records
+// to out, with their effect on the push job.
+func (d *Decider) apply(o *orderRow, out *decider.Outcome[*orderRow, Decision], c Command, evs []schemas.Event) error {
 	for _, ev := range evs {
 		o.state = Evolve(o.state, ev)
 		o.version++
 		out.Changed = true
 		rec, err := d.eventRecord(ev, c.OrderID, o.version)
 		if err != nil {
-			return out, err
+			return err
 		}
 		out.Events = append(out.Events, rec)
 		if err := o.pushEffect(ev, c.Details, d.RetryDelays); err != nil {
-			return out, err
+			return err
 		}
 	}
-	out.Decision.Status, out.Decision.Version = o.state.Status, o.version
-	return out, nil
+	return nil
 }
 
 // QueueSave writes the changed orders' state and push jobs and the

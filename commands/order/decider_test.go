@@ -3,11 +3,13 @@ package order
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -70,5 +72,84 @@ func TestACommandSentAgainIsAnnouncedAgain(t *testing.T) {
 	var n int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM order_decisions WHERE command_id = $1`, c.ID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d decisions stored (%v), want 1", n, err)
+	}
+}
+
+// TestAnUpdateAheadOfItsPushOutcomeAppliesOnceThePushSucceeds: production
+// acknowledges an order while its push's outcome is still to be decided (the
+// worker stopped after the call). The update is held in the order's stored
+// state, not refused, and the push's success applies it, alike when the
+// batch is decided again after a crash.
+func TestAnUpdateAheadOfItsPushOutcomeAppliesOnceThePushSucceeds(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	handle := (&Decider{Log: slog.New(slog.DiscardHandler)}).Consumer().Handle
+	id := uuid.New()
+	onOrder := func(c *Command) { c.OrderID = id }
+	track := &schemas.Tracking{TrackingNumber: "1Z9", Carrier: "UPS", TrackingURL: "https://t.example/1Z9", ShipmentStatus: "in_transit"}
+	decide := func(commit bool, cs ...Command) []*kgo.Record {
+		t.Helper()
+		var recs []*kgo.Record
+		for i, c := range cs {
+			rec, err := Record(schemas.Naming{}, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Timestamp = t0.Add(time.Duration(i) * time.Second)
+			recs = append(recs, rec)
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		out, err := handle(ctx, tx, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	decide(true, cmd(KindCreate, onOrder), cmd(KindStartPush, onOrder))
+	sync := cmd(KindFulfillment, onOrder, fulfil("SYNCED", track))
+	if out := decide(true, sync); len(out) != 0 {
+		t.Fatalf("an update ahead of the push's outcome emitted %d events; want it held", len(out))
+	}
+	d, ok, err := LoadDecision(ctx, pool, sync.ID)
+	if err != nil || !ok || !d.Accepted() || d.Status != schemas.StatusProcessing {
+		t.Fatalf("the held update's decision is %+v (found %v, %v); want accepted, the order still PROCESSING", d, ok, err)
+	}
+
+	complete := cmd(KindCompletePush, onOrder, attempt(1))
+	first := decide(false, complete) // rolled back: a crash before the commit
+	again := decide(true, complete)
+	want := []string{schemas.TypeOrderStatusUpdated, schemas.TypeOrderStatusUpdated, schemas.TypeTrackingCreated}
+	if len(again) != len(want) {
+		t.Fatalf("the push's success emitted %d events, want %d (its own, then the held update's)", len(again), len(want))
+	}
+	for i, rec := range again {
+		var ev schemas.Event
+		if err := codec.Unmarshal(rec.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != want[i] || string(rec.Headers[1].Value) != strconv.Itoa(3+i) {
+			t.Fatalf("event %d is %s at version %s; want %s at %d", i, ev.Type, rec.Headers[1].Value, want[i], 3+i)
+		}
+		if string(rec.Value) != string(first[i].Value) {
+			t.Fatalf("event %d differs when the batch is decided again:\n%s\n%s", i, first[i].Value, rec.Value)
+		}
+	}
+	var status string
+	var held int
+	if err := pool.QueryRow(ctx, `SELECT state->>'status', coalesce(jsonb_array_length(state->'held'), 0) FROM order_state WHERE order_id = $1`, id).Scan(&status, &held); err != nil {
+		t.Fatal(err)
+	}
+	if status != schemas.StatusSynced || held != 0 {
+		t.Fatalf("the order is %s holding %d updates; want SYNCED holding none", status, held)
 	}
 }
