@@ -196,3 +196,60 @@ func Hold(ctx context.Context, tx pgx.Tx, queue string, leased []Job) (map[uuid.
 	}
 	return held, nil
 }
+
+// renewLeased moves ahead the due time of the jobs still under the lease
+// their holder set, skipping rows another transaction has locked (the
+// decider writing the job, a claim), and tells of each job given whether
+// it was renewed (its new due time), or is still as the holder left it (in
+// the statement's snapshot: locked, not renewed this time). A job neither
+// renewed nor still as left was ended or leased by another. The id list
+// is given twice so the primary key serves it whatever the join order.
+const renewLeased = `WITH held AS (
+		SELECT j.id FROM jobs j JOIN unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease) ON j.id = l.id AND j.due_at = l.lease
+		WHERE j.queue = $1 AND j.id = ANY($2) FOR UPDATE OF j SKIP LOCKED),
+	renewed AS (UPDATE jobs j SET due_at = now() + $4::interval FROM held WHERE j.queue = $1 AND j.id = held.id RETURNING j.id, j.due_at)
+	SELECT l.id, r.due_at, j.id IS NOT NULL
+	FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease)
+	LEFT JOIN renewed r ON r.id = l.id
+	LEFT JOIN jobs j ON j.queue = $1 AND j.id = l.id AND j.due_at = l.lease`
+
+// Renew extends by lease the leases of the leased jobs (as Claim or the
+// last Renew returned them) that are still under them: renewed are their
+// new leases. Lost are those ended or leased by another since. A job in
+// neither was locked by another transaction at that moment and is left as
+// it was, to be renewed again.
+func Renew(ctx context.Context, db Querier, queue string, leased []Job, lease time.Duration) (renewed []Job, lost []uuid.UUID, err error) {
+	ids, leases := make([]uuid.UUID, len(leased)), make([]time.Time, len(leased))
+	byID := make(map[uuid.UUID]Job, len(leased))
+	for i, j := range leased {
+		ids[i], leases[i] = j.ID, j.DueAt
+		byID[j.ID] = j
+	}
+	rows, err := db.Query(ctx, renewLeased, queue, ids, leases, lease.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("renew %s jobs: %w", queue, err)
+	}
+	var id uuid.UUID
+	var due pgtype.Timestamptz
+	var kept bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &due, &kept}, func() error {
+		switch {
+		case due.Valid:
+			j := byID[id]
+			j.DueAt = due.Time
+			renewed = append(renewed, j)
+		case !kept:
+			lost = append(lost, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("renew %s jobs: %w", queue, err)
+	}
+	return renewed, lost, nil
+}
+
+// Querier runs a query: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}

@@ -284,13 +284,80 @@ func TestADeleteFindsItsJobsByID(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
 		t.Fatal(err)
 	}
-	for name, statement := range map[string]string{"the delete": deleteJobs, "the hold": holdLeased} {
+	for name, statement := range map[string]string{"the delete": deleteJobs, "the hold": holdLeased, "the renewal": renewLeased} {
 		args := []any{"q", gone[:47]}
-		if statement == holdLeased {
+		switch statement {
+		case holdLeased:
 			args = append(args, make([]time.Time, 47))
+		case renewLeased:
+			args = append(args, make([]time.Time, 47), "1 minute")
 		}
 		if plan := explain(t, tx, statement, args...); !strings.Contains(plan, "Index Cond: ((id = ANY") {
 			t.Errorf("%s does not look its jobs up by id:\n%s", name, plan)
 		}
+	}
+}
+
+// TestALeaseIsRenewedOnlyWhileItsHolderStillHasIt: renewing moves a held
+// job's lease ahead; a job ended or leased by another since is lost to
+// its old holder; a job another transaction holds locked (the decider
+// writing it) is left as it was, neither renewed nor lost, and renewed
+// once the lock is gone.
+func TestALeaseIsRenewedOnlyWhileItsHolderStillHasIt(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	kept, locked, ended, taken := uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	w := NewWrites("q")
+	for _, id := range []uuid.UUID{kept, locked, ended, taken} {
+		w.Put(Job{ID: id, Step: "s", Attempt: 1, DueAt: time.Now()})
+	}
+	write(t, pool, w)
+	leased := claim(t, pool, 10, time.Minute)
+	if len(leased) != 4 {
+		t.Fatalf("leased %d jobs, want 4", len(leased))
+	}
+	w = NewWrites("q")
+	w.Delete(ended)
+	write(t, pool, w)
+	if _, err := pool.Exec(ctx, `UPDATE jobs SET due_at = now() + interval '5 minutes' WHERE queue = 'q' AND id = $1`, taken); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE queue = 'q' AND id = $1 FOR UPDATE`, locked); err != nil {
+		t.Fatal(err)
+	}
+
+	renewed, lost, err := Renew(ctx, pool, "q", leased, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(renewed); !slices.Equal(got, sorted(kept)) {
+		t.Fatalf("renewed %v, want only %v", got, kept)
+	}
+	if renewed[0].DueAt.Before(time.Now().Add(50*time.Minute)) || renewed[0].Step != "s" {
+		t.Fatalf("the renewed job is %+v; want it due in about an hour, its step kept", renewed[0])
+	}
+	if got := sorted(lost...); !slices.Equal(got, sorted(ended, taken)) {
+		t.Fatalf("lost %v, want the ended and the taken job %v", got, sorted(ended, taken))
+	}
+	var due time.Time
+	if err := pool.QueryRow(ctx, `SELECT due_at FROM jobs WHERE queue = 'q' AND id = $1`, taken).Scan(&due); err != nil || time.Until(due) < 4*time.Minute {
+		t.Fatalf("the job another worker leased is due at %s (%v); want its lease left alone", due, err)
+	}
+
+	tx.Rollback(ctx)
+	var lockedJob Job
+	for _, j := range leased {
+		if j.ID == locked {
+			lockedJob = j
+		}
+	}
+	renewed, lost, err = Renew(ctx, pool, "q", []Job{lockedJob}, time.Hour)
+	if err != nil || len(renewed) != 1 || len(lost) != 0 {
+		t.Fatalf("once unlocked: renewed %v, lost %v (%v); want it renewed", ids(renewed), lost, err)
 	}
 }
