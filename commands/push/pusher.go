@@ -29,9 +29,10 @@ import (
 // passed). The decider moves the job to its next step in the transaction
 // that decides the command, so the worker only leases jobs and sends
 // commands. A decided start leaves the job as it was, leased to the worker
-// that makes the call; if that worker stops before the outcome is decided,
-// the lease runs out and the next worker takes the call over: it sends
-// start_push again, and the decider announces the decision it made. Every
+// that makes the call, which keeps the lease renewed until the outcome is
+// sent (leases); if that worker stops before, the lease runs out (within
+// lease) and the next worker takes the call over: it sends start_push
+// again, and the decider announces the decision it made. Every
 // command id derives from the job's order, step and attempt, so a step
 // worked twice (a lease that ran out, a crash) sends a command the decider
 // already decided, and a call made twice uses the same idempotency key.
@@ -48,37 +49,29 @@ type Worker struct {
 	Naming schemas.Naming // topic names on the cluster
 
 	callTime atomic.Int64 // moving average of a platform call's time, in ns
+	leases   *leases
 }
 
 const (
 	// claimSize bounds the jobs leased at once.
 	claimSize = 200
-	// lease is how long a leased job stays with its worker before another
-	// may lease it: time to send its step's command and, for a start, to
-	// wait for the decision, make the call and have its outcome decided
-	// (callBudget and outcomeBudget).
-	lease = 3 * time.Minute
 	// idlePoll is how often an idle worker looks for jobs that came due
 	// by time (automatic retries); new work is announced.
 	idlePoll = 500 * time.Millisecond
 	// produceWait bounds the produce of a claim's commands.
 	produceWait = 10 * time.Second
-	// callBudget is more than a platform call can take (the client's four
-	// attempts of up to 10 s and the waits between them).
-	callBudget = time.Minute
-	// outcomeBudget is how long a call's outcome has to be decided once
-	// sent. A call starts only while its job stays leased callBudget +
-	// outcomeBudget more, and another worker takes a call over only when
-	// the lease ends: so no call is still in flight then, and unless the
-	// decider is more than outcomeBudget behind, its outcome is decided
-	// too, and the takeover finds the job moved on.
-	outcomeBudget = time.Minute
-	// startWindow is how long after its lease a push's call may start.
-	startWindow = lease - callBudget - outcomeBudget
+	// startWait is how long a worker waits for its start_push to be
+	// decided. Later, it lets the job's lease end and the call goes to the
+	// takeover.
+	startWait = time.Minute
+	// queueWindow is how soon a leased push's call should start: a worker
+	// holds as many pushes as its calls start in that time.
+	queueWindow = 30 * time.Second
 )
 
 type call struct {
 	job    jobs.Job
+	lease  *leased // kept by the worker's leases while the push is worked
 	push   order.PushJob
 	domain string
 	known  bool // the store exists
@@ -98,6 +91,15 @@ func (w *Worker) Run(ctx context.Context) {
 	if w.Calls <= 0 {
 		w.Calls = DefaultCalls
 	}
+	if w.leases == nil {
+		w.leases = newLeases(w.Pool, w.Log)
+	}
+	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	renewed := make(chan struct{})
+	go func() { w.leases.run(renewing); close(renewed) }()
+	// The leases are kept until every push handed out is over: a call
+	// still running when ctx ends is cut off by ctx, not by its lease.
+	defer func() { stopRenewing(); <-renewed }()
 	wake, stop := w.Notify.Subscribe(jobs.Notify, order.PushQueue)
 	defer stop()
 	calls := make(chan call)
@@ -148,9 +150,10 @@ func (w *Worker) Run(ctx context.Context) {
 				starts.Add(1)
 				go func() {
 					defer starts.Done()
-					if w.decided(ctx, bus, st) {
+					if w.decided(bus, st) {
 						calls <- st.call
 					} else {
+						w.leases.end(st.lease)
 						release()
 					}
 				}()
@@ -165,17 +168,16 @@ func (w *Worker) Run(ctx context.Context) {
 }
 
 // holding is how many pushes the worker holds leased at most, of room:
-// as many as its calls can start in half their start window at the
-// platform's recent call time, and at least one per call. A slow platform
-// so leaves the rest of the queue PENDING (cancellable, and for other
-// workers) instead of moving orders to PROCESSING whose calls could not
-// start within their lease and would wait for its end.
+// as many as its calls can start within queueWindow at the platform's
+// recent call time, and at least one per call. A slow platform so leaves
+// the rest of the queue PENDING (cancellable, and for other workers)
+// instead of moving orders to PROCESSING whose calls would wait long.
 func (w *Worker) holding(room int) int {
 	avg := w.callTime.Load()
 	if avg <= 0 {
 		return room
 	}
-	return max(w.Calls, min(room, int(int64(w.Calls)*int64(startWindow/2)/avg)))
+	return max(w.Calls, min(room, int(int64(w.Calls)*int64(queueWindow)/avg)))
 }
 
 // timed notes how long a platform call took in the moving average (an
@@ -195,12 +197,13 @@ func (w *Worker) timed(took time.Duration) {
 // be sent again) and returns the calls to make now and those to make once
 // their start_push is decided.
 func (w *Worker) claim(ctx context.Context, n int) (calls []call, waiting []started, err error) {
+	from := time.Now() // the lease lasts at least until from + lease
 	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	leased, err := jobs.Claim(ctx, tx, order.PushQueue, n, lease)
+	leased, err := jobs.Claim(ctx, tx, order.PushQueue, n, w.leases.term)
 	if err != nil || len(leased) == 0 {
 		return nil, nil, err
 	}
@@ -268,6 +271,12 @@ func (w *Worker) claim(ctx context.Context, n int) (calls []call, waiting []star
 	if err := tx.Commit(ctx); err != nil {
 		return nil, nil, err
 	}
+	for i := range calls {
+		calls[i].lease = w.leases.hold(ctx, calls[i].job, from)
+	}
+	for i := range subscribed {
+		subscribed[i].lease = w.leases.hold(ctx, subscribed[i].job, from)
+	}
 	return calls, subscribed, nil
 }
 
@@ -282,13 +291,14 @@ func newCall(j jobs.Job) call {
 }
 
 // decided waits for st's start_push to be decided and reports whether the
-// order is PROCESSING in its attempt, the call this worker's to make. A refusal (the
-// order was cancelled first) leaves nothing to do. It waits while a call
-// could still start (see outcomeBudget); a decision later than that leaves
-// the call to the takeover when the lease ends.
-func (w *Worker) decided(ctx context.Context, bus *order.Bus, st started) bool {
+// order is PROCESSING in its attempt, the call this worker's to make. A
+// refusal (the order was cancelled first) leaves nothing to do. It waits
+// up to startWait, while the push's lease is kept; a decision later than
+// that leaves the call to the takeover when the lease ends.
+func (w *Worker) decided(bus *order.Bus, st started) bool {
 	defer st.stop()
-	d, err := bus.AwaitSubscribed(ctx, st.wake, st.command, time.Until(st.job.DueAt)-callBudget-outcomeBudget)
+	ctx := st.lease.ctx
+	d, err := bus.AwaitSubscribed(ctx, st.wake, st.command, startWait)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -313,14 +323,21 @@ func (w *Worker) decided(ctx context.Context, bus *order.Bus, st started) bool {
 // call pushes one order to the platform (the client retries transient
 // errors) and sends the decider the outcome, without waiting for the
 // broker: done runs once the outcome is acknowledged or failed, so the
-// caller makes its next call meanwhile. When the outcome cannot be sent
-// (shutting down, Kafka away) the job's lease runs out and the call is made
-// again, under the same idempotency key.
+// caller makes its next call meanwhile. The push's lease is kept until
+// then. When the outcome cannot be sent (shutting down, Kafka away), or the
+// lease could not be kept, the lease runs out and the call is made again,
+// under the same idempotency key. A takeover's start_push follows the
+// outcome sent on the order's partition, so the takeover finds the attempt
+// ended and makes no call.
 func (w *Worker) call(ctx context.Context, c call, done func()) {
 	j := c.job
-	if time.Until(j.DueAt) < callBudget+outcomeBudget {
-		w.Log.Warn("push call not started within its lease; left to the job's next lease", "order", j.ID, "due", j.DueAt)
-		done()
+	held := c.lease.ctx
+	end := func() { w.leases.end(c.lease); done() }
+	if held.Err() != nil {
+		if ctx.Err() == nil {
+			w.Log.Warn("a push's lease was lost before its call; left to the job's next lease", "order", j.ID)
+		}
+		end()
 		return
 	}
 	cmd := order.Command{OrderID: j.ID, Attempt: j.Attempt}
@@ -331,10 +348,10 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 		cmd.Kind, cmd.Error = order.KindFailPush, "store not found"
 	default:
 		began := time.Now()
-		res, err := w.Platform.CreateOrder(ctx, c.domain, c.push.IdempotencyKey, c.push.Order)
+		res, err := w.Platform.CreateOrder(held, c.domain, c.push.IdempotencyKey, c.push.Order)
 		w.timed(time.Since(began))
-		if ctx.Err() != nil {
-			done()
+		if held.Err() != nil {
+			end() // shutting down, or the lease could not be kept: the call is the next lease's
 			return
 		}
 		if err != nil {
@@ -351,7 +368,7 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 	rec, err := order.Record(w.Naming, cmd)
 	if err != nil {
 		w.Log.Error("push outcome not encodable; the job is worked again when its lease ends", "order", j.ID, "err", err)
-		done()
+		end()
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, produceWait)
@@ -360,6 +377,6 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 		if err != nil && ctx.Err() == nil {
 			w.Log.Warn("sending a push outcome failed; the job is worked again when its lease ends", "order", j.ID, "err", err)
 		}
-		done()
+		end()
 	})
 }

@@ -14,49 +14,54 @@ import (
 	"github.com/printpod/pod/internal/jobs"
 )
 
-// TestACallThatCouldOutlastItsLeaseIsNotStarted: a call handed to a
-// worker so late that its job could be leased again before the call is
-// over and its outcome decided is left to that next lease; the platform
-// is not called.
-func TestACallThatCouldOutlastItsLeaseIsNotStarted(t *testing.T) {
+// TestAPushWhoseLeaseWasLostMakesNoCall: a call handed to a worker after
+// the push's lease was lost (not renewed in time, or taken by another) is
+// left to the job's next lease; the platform is not called.
+func TestAPushWhoseLeaseWasLostMakesNoCall(t *testing.T) {
 	var requests atomic.Int64
 	platform := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		http.Error(w, "unexpected", http.StatusInternalServerError)
 	}))
 	defer platform.Close()
-	w := &Worker{Platform: &Client{BaseURL: platform.URL}, Log: slog.New(slog.DiscardHandler)}
-	c := call{job: jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(callBudget + outcomeBudget/2)},
+	w := &Worker{Platform: &Client{BaseURL: platform.URL}, Log: slog.New(slog.DiscardHandler), leases: newLeases(nil, slog.New(slog.DiscardHandler))}
+	j := jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(lease)}
+	c := call{job: j, lease: w.leases.hold(context.Background(), j, time.Now()),
 		push: order.PushJob{StoreID: uuid.New(), IdempotencyKey: uuid.New()}, domain: "shop.example", known: true}
+	c.lease.cancel() // as the leases do when one is lost
 	done := 0
 	w.call(context.Background(), c, func() { done++ })
 	if done != 1 || requests.Load() != 0 {
 		t.Fatalf("done %d times after %d platform requests; want done once, no request", done, requests.Load())
 	}
+	if n := len(w.leases.held); n != 0 {
+		t.Fatalf("the worker still keeps %d leases", n)
+	}
 }
 
-// TestAStartUndecidedWhileACallCouldStartIsLeftToTheTakeover: a worker
-// waits for its start_push's decision only while a call could still be
-// made within the job's lease; after that the call is the takeover's, once
-// the lease ends, and the worker stops waiting.
-func TestAStartUndecidedWhileACallCouldStartIsLeftToTheTakeover(t *testing.T) {
+// TestAWorkerStopsWaitingForItsStartWhenItsLeaseIsLost: a worker waits
+// for its start_push's decision while the push stays leased to it; once
+// the lease is lost the call is the takeover's, and the worker stops
+// waiting.
+func TestAWorkerStopsWaitingForItsStartWhenItsLeaseIsLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w := &Worker{Log: slog.New(slog.DiscardHandler)}
-	st := started{call: call{job: jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(callBudget + outcomeBudget + 100*time.Millisecond)}},
-		command: uuid.New(), wake: make(chan string), stop: func() {}}
-	if w.decided(ctx, &order.Bus{}, st) {
+	w := &Worker{Log: slog.New(slog.DiscardHandler), leases: newLeases(nil, slog.New(slog.DiscardHandler))}
+	j := jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(lease)}
+	st := started{call: call{job: j, lease: w.leases.hold(ctx, j, time.Now())}, command: uuid.New(), wake: make(chan string), stop: func() {}}
+	time.AfterFunc(100*time.Millisecond, st.lease.cancel)
+	if w.decided(&order.Bus{}, st) {
 		t.Fatal("the call was made without a decision")
 	}
 	if ctx.Err() != nil {
-		t.Fatal("the worker waited past the time a call could start")
+		t.Fatal("the worker waited on after its lease was lost")
 	}
 }
 
 // TestAWorkerHoldsOnlyThePushesItsCallsCanStartInTime: at the platform's
 // recent call time, a worker leases no more pushes than its calls can
-// start within half their start window, at least one per call, and never
-// more than its room.
+// start within queueWindow, at least one per call, and never more than its
+// room.
 func TestAWorkerHoldsOnlyThePushesItsCallsCanStartInTime(t *testing.T) {
 	const room = 264
 	for _, tc := range []struct {

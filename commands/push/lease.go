@@ -1,0 +1,156 @@
+package push
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/jobs"
+)
+
+// Leases of push jobs (defaults of a Worker's leases).
+const (
+	// lease is how long a claim or a renewal leases a job: how long a
+	// worker that stops keeps its pushes from the others.
+	lease = 40 * time.Second
+	// renewEvery is how often a held job's lease is renewed.
+	renewEvery = 5 * time.Second
+	// stopMargin is how long before its lease ends, by the worker's own
+	// clock, a push whose lease could not be renewed is stopped: its call
+	// is cut off and its outcome not sent, so none is in flight when
+	// another worker may take the job over.
+	stopMargin = 10 * time.Second
+)
+
+// leases keeps the pushes a worker works leased for as long as it works
+// them. Every renewEvery it renews, in one statement (jobs.Renew), the
+// lease of each push it has not renewed for that long, fenced on the due
+// time it set last: a job the decider moved on (its push decided) or that
+// another worker leased is let go. A push whose lease could not be renewed
+// in time (Postgres away) is stopped: its context ends stopMargin before
+// the lease does. So a call may take as long as the platform needs, and a
+// worker that stops leaves its pushes to the others within one lease.
+type leases struct {
+	db   jobs.Querier
+	log  *slog.Logger
+	term time.Duration // the lease (default lease)
+	// every is how often leases are renewed; margin is stopMargin.
+	every, margin time.Duration
+
+	mu   sync.Mutex
+	held map[uuid.UUID]*leased
+}
+
+// leased is one push a worker holds.
+type leased struct {
+	ctx    context.Context // ends when the push is to stop: its lease lost or about to end
+	cancel context.CancelFunc
+	job    jobs.Job  // DueAt is the job's due time as this worker set it last: the fence
+	until  time.Time // by this worker's clock, a time the lease lasts at least until
+}
+
+func newLeases(db jobs.Querier, log *slog.Logger) *leases {
+	return &leases{db: db, log: log, term: lease, every: renewEvery, margin: stopMargin, held: map[uuid.UUID]*leased{}}
+}
+
+// hold starts keeping job j, which a claim begun at from leased.
+func (ls *leases) hold(ctx context.Context, j jobs.Job, from time.Time) *leased {
+	l := &leased{job: j, until: from.Add(ls.term)}
+	l.ctx, l.cancel = context.WithCancel(ctx)
+	ls.mu.Lock()
+	if old := ls.held[j.ID]; old != nil {
+		old.cancel() // a lease of ours that ran out and was claimed again
+	}
+	ls.held[j.ID] = l
+	ls.mu.Unlock()
+	return l
+}
+
+// end stops keeping l: the push is over, or left to the job's next lease.
+func (ls *leases) end(l *leased) {
+	ls.mu.Lock()
+	if ls.held[l.job.ID] == l {
+		delete(ls.held, l.job.ID)
+	}
+	ls.mu.Unlock()
+	l.cancel()
+}
+
+// run renews leases until ctx ends; then every push held stops.
+func (ls *leases) run(ctx context.Context) {
+	t := time.NewTicker(ls.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			ls.mu.Lock()
+			for id, l := range ls.held {
+				delete(ls.held, id)
+				l.cancel()
+			}
+			ls.mu.Unlock()
+			return
+		case <-t.C:
+			ls.renew(ctx)
+		}
+	}
+}
+
+// renew renews the leases not renewed for every, lets go of those lost,
+// and stops the pushes whose lease is about to end.
+func (ls *leases) renew(ctx context.Context) {
+	now := time.Now()
+	var due []jobs.Job
+	ls.mu.Lock()
+	for _, l := range ls.held {
+		if l.until.Sub(now) <= ls.term-ls.every {
+			due = append(due, l.job)
+		}
+	}
+	ls.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	sent := time.Now()
+	renewed, lost, err := jobs.Renew(ctx, ls.db, order.PushQueue, due, ls.term)
+	if err != nil && ctx.Err() == nil {
+		ls.log.Warn("renewing push leases failed; retrying", "pushes", len(due), "err", err)
+	}
+	asked := make(map[uuid.UUID]time.Time, len(due))
+	for _, j := range due {
+		asked[j.ID] = j.DueAt
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	// still finds the push a renewal was asked for: not ended, nor held
+	// again under a new claim, meanwhile.
+	still := func(id uuid.UUID) *leased {
+		if l := ls.held[id]; l != nil && l.job.DueAt.Equal(asked[id]) {
+			return l
+		}
+		return nil
+	}
+	for _, j := range renewed {
+		if l := still(j.ID); l != nil {
+			l.job.DueAt, l.until = j.DueAt, sent.Add(ls.term)
+		}
+	}
+	for _, id := range lost {
+		if l := still(id); l != nil {
+			delete(ls.held, id)
+			l.cancel()
+		}
+	}
+	now = time.Now()
+	for id, l := range ls.held {
+		if l.until.Sub(now) < ls.margin {
+			ls.log.Warn("a push's lease could not be renewed; stopping it before another worker may take it",
+				"order", id, "lease_end", l.until)
+			delete(ls.held, id)
+			l.cancel()
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/jobs"
+	"github.com/printpod/pod/internal/pgtest"
+	"github.com/printpod/pod/internal/testenv"
+)
+
+// shortLeases are leases of a second, renewed every 100 ms, a push
+// stopped 300 ms before its lease ends.
+func shortLeases(db jobs.Querier) *leases {
+	ls := newLeases(db, slog.New(slog.DiscardHandler))
+	ls.term, ls.every, ls.margin = time.Second, 100*time.Millisecond, 300*time.Millisecond
+	return ls
+}
+
+// TestAPushIsKeptLeasedWhileItIsWorked: a push worked longer than its
+// lease keeps its job from every other claim, and once the decider moves
+// the job on (here it ends it) the worker lets the push go.
+func TestAPushIsKeptLeasedWhileItIsWorked(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ls := shortLeases(pool)
+	id := uuid.New()
+	w := jobs.NewWrites(order.PushQueue)
+	w.Put(jobs.Job{ID: id, Step: order.StepStart, Attempt: 1, DueAt: time.Now()})
+	queue(t, pool, w)
+	from := time.Now()
+	leased := claimPushes(t, pool, ls.term)
+	if len(leased) != 1 {
+		t.Fatalf("claimed %d jobs, want 1", len(leased))
+	}
+	l := ls.hold(ctx, leased[0], from)
+	go ls.run(ctx)
+
+	// Three leases' time later the push is still held, and no claim takes it.
+	end := time.Now().Add(3 * ls.term)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if time.Now().Before(end) {
+			if l.ctx.Err() != nil {
+				t.Fatalf("the push was stopped while its lease could be renewed")
+			}
+			if got := claimPushes(t, pool, ls.term); len(got) != 0 {
+				t.Fatalf("another claim took the job of a push still worked")
+			}
+			return testenv.Errorf("still %s to go", time.Until(end))
+		}
+		return nil
+	})
+
+	w = jobs.NewWrites(order.PushQueue)
+	w.Delete(id)
+	queue(t, pool, w)
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if l.ctx.Err() == nil {
+			return testenv.Errorf("the push is still held after its job ended")
+		}
+		return nil
+	})
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if len(ls.held) != 0 {
+		t.Fatalf("the worker still keeps %d leases", len(ls.held))
+	}
+}
+
+// TestAPushWhoseLeaseCannotBeRenewedStopsBeforeItEnds: with Postgres away
+// no renewal goes through, and the push is stopped (its context ends)
+// before its lease ends by the worker's clock, so no call of it is in
+// flight when another worker may take the job.
+func TestAPushWhoseLeaseCannotBeRenewedStopsBeforeItEnds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ls := shortLeases(unreachable{})
+	from := time.Now()
+	l := ls.hold(ctx, jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: from.Add(ls.term)}, from)
+	go ls.run(ctx)
+	select {
+	case <-l.ctx.Done():
+	case <-ctx.Done():
+		t.Fatal("the push was never stopped")
+	}
+	if left := time.Until(from.Add(ls.term)); left <= 0 {
+		t.Fatalf("the push was stopped %s after its lease ended", -left)
+	}
+}
+
+// unreachable is a database that answers nothing.
+type unreachable struct{}
+
+func (unreachable) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errors.New("connection refused")
+}
+
+func queue(t *testing.T, db *pgxpool.Pool, w *jobs.Writes) {
+	t.Helper()
+	b := &pgx.Batch{}
+	w.Queue(b)
+	if err := db.SendBatch(context.Background(), b).Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func claimPushes(t *testing.T, db *pgxpool.Pool, term time.Duration) []jobs.Job {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	got, err := jobs.Claim(ctx, tx, order.PushQueue, 10, term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
