@@ -33,19 +33,16 @@ func fulfillmentCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--order: %q is not a UUID", orderID)
 			}
-			if status != "" && status != schemas.StatusSynced && status != schemas.StatusFulfilled {
-				return fmt.Errorf("--status must be SYNCED or FULFILLED, not %q", status)
-			}
 			u := schemas.FulfillmentUpdate{ID: uuid.New(), OrderID: id, Status: status, SentAt: time.Now().UTC()}
 			if tr != (schemas.Tracking{}) {
-				if tr.TrackingNumber == "" || tr.Carrier == "" {
-					return fmt.Errorf("tracking needs at least --tracking-number and --carrier")
-				}
 				t := tr
 				u.Tracking = &t
 			}
 			if u.Status == "" && u.Tracking == nil {
 				return fmt.Errorf("nothing to publish: give --status and/or tracking flags")
+			}
+			if err := order.ValidateFulfillment(u); err != nil {
+				return fmt.Errorf("not published: %w", err)
 			}
 			e, err := openKafkaEnv(cmd.Context())
 			if err != nil {

@@ -2,13 +2,17 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/internal/uri"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -32,8 +36,9 @@ func FulfillmentBridge(n schemas.Naming, log *slog.Logger) stream.Consumer {
 					// The runner dead-letters it; the rest go on.
 					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
-				if u.ID == uuid.Nil || u.OrderID == uuid.Nil {
-					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d has no id or order id", rec.Partition, rec.Offset))
+				if err := ValidateFulfillment(u); err != nil {
+					// Dead-lettered with why, for its sender to correct.
+					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
 				c := Command{ID: uuid.NewSHA1(u.ID, []byte("fulfillment")), Kind: KindFulfillment, OrderID: u.OrderID,
 					Status: u.Status, Tracking: u.Tracking}
@@ -59,4 +64,57 @@ func PublishFulfillment(ctx context.Context, producer *kgo.Client, n schemas.Nam
 		return err
 	}
 	return producer.ProduceSync(ctx, &kgo.Record{Topic: n.Topic(schemas.TopicFulfillmentUpdates), Key: []byte(u.OrderID.String()), Value: value}).FirstErr()
+}
+
+// Limits of a fulfillment update's tracking (characters).
+const (
+	maxTrackingField = 100
+	maxTrackingURL   = 2048
+)
+
+// ValidateFulfillment checks an update before it is published or
+// forwarded: a known status and/or tracking, whose number and carrier are
+// set, whose fields hold no control or format characters and stay short,
+// and whose tracking_url, when set, is an http(s) URL (clients show it as
+// a link: no javascript: or data: URL reaches them).
+func ValidateFulfillment(u schemas.FulfillmentUpdate) error {
+	if u.ID == uuid.Nil || u.OrderID == uuid.Nil {
+		return errors.New("the update has no id or order id")
+	}
+	if u.Status != "" && u.Status != schemas.StatusSynced && u.Status != schemas.StatusFulfilled {
+		return fmt.Errorf("status must be SYNCED or FULFILLED, not %q", u.Status)
+	}
+	t := u.Tracking
+	if t == nil {
+		if u.Status == "" {
+			return errNoFulfillment
+		}
+		return nil
+	}
+	if t.TrackingNumber == "" || t.Carrier == "" {
+		return errors.New("tracking needs a tracking_number and a carrier")
+	}
+	for _, f := range []struct{ name, value string }{
+		{"tracking_number", t.TrackingNumber}, {"carrier", t.Carrier}, {"shipment_status", t.ShipmentStatus}, {"tracking_url", t.TrackingURL},
+	} {
+		limit := maxTrackingField
+		if f.name == "tracking_url" {
+			limit = maxTrackingURL
+		}
+		if n := utf8.RuneCountInString(f.value); n > limit || !utf8.ValidString(f.value) {
+			return fmt.Errorf("%s must be valid UTF-8 of at most %d characters", f.name, limit)
+		}
+		if strings.IndexFunc(f.value, invisible) >= 0 || strings.TrimSpace(f.value) != f.value {
+			return fmt.Errorf("%s must not hold control or format characters, nor start or end with spaces", f.name)
+		}
+	}
+	if t.TrackingURL != "" {
+		if !isHTTPURL(t.TrackingURL) {
+			return errors.New("tracking_url must be an http(s) URL of the carrier's tracking page")
+		}
+		if err := uri.Valid(t.TrackingURL); err != nil {
+			return fmt.Errorf("tracking_url %v", err)
+		}
+	}
+	return nil
 }

@@ -80,6 +80,10 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 		!strings.Contains(r.stderr, "SYNCED or FULFILLED") {
 		t.Fatalf("bad status accepted: %v %s", r.err, r.stderr)
 	}
+	if r := runPodctl(t, bin, env, "fulfillment", "publish", "--order", ids[0].String(), "--tracking-number", "TRK1", "--carrier", "DHL",
+		"--tracking-url", "javascript:alert(1)"); r.err == nil || !strings.Contains(r.stderr, "tracking_url must be an http(s) URL") {
+		t.Fatalf("a javascript: tracking URL was published: %v %s", r.err, r.stderr)
+	}
 	d.waitStatus(t, d.client, ids[0], "FULFILLED")
 	if r := d.client.Do("POST", "/v1/orders/pod/"+ids[2].String()+"/cancel", nil); r.Status != 200 {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
