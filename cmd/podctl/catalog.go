@@ -19,15 +19,18 @@ func catalogCmd() *cobra.Command {
 		account string
 		wait    time.Duration
 		quiet   bool
+		archive bool
 	)
 	imp := &cobra.Command{
-		Use:   "import --account ID FILE",
+		Use:   "import --account ID [--archive-missing] FILE",
 		Short: "Publish a catalog file (stores, products, variants) for an account",
 		Long: "Validates FILE, publishes it as catalog events and waits until the catalog\n" +
 			"projection has applied them (so the API serves the new catalog when it returns).\n" +
 			"Importing the same file again is harmless. A file naming a store of another\n" +
 			"account, or a product or variant of another store or product, is refused\n" +
-			"and nothing is published.",
+			"and nothing is published. A product left out of a file stays as it was, unless\n" +
+			"--archive-missing is given: then each product of the file's stores that the\n" +
+			"catalog holds and the file does not list is archived (no longer orderable).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(account)
@@ -62,7 +65,7 @@ func catalogCmd() *cobra.Command {
 				}
 				_ = bar.Set(done)
 			}
-			res, err := catalog.Import(cmd.Context(), e.pool, cl, e.cfg.Naming(), id, f, false, progress)
+			res, err := catalog.Import(cmd.Context(), e.pool, cl, e.cfg.Naming(), id, f, catalog.Options{ArchiveMissing: archive}, progress)
 			if bar != nil {
 				_ = bar.Finish()
 				fmt.Fprintln(cmd.ErrOrStderr())
@@ -85,13 +88,15 @@ func catalogCmd() *cobra.Command {
 				products += len(s.Products)
 			}
 			return printJSON(cmd.OutOrStdout(), map[string]any{
-				"account_id": id, "stores": len(f.Stores), "products": products, "events": res.Events, "projected": wait > 0,
+				"account_id": id, "stores": len(f.Stores), "products": products, "archived": res.Archived, "events": res.Events,
+				"projected": wait > 0,
 			})
 		},
 	}
 	imp.Flags().StringVar(&account, "account", "", "account id that owns the stores")
 	imp.Flags().DurationVar(&wait, "wait", 2*time.Minute, "wait up to this long for the projection (0 = do not wait)")
 	imp.Flags().BoolVar(&quiet, "quiet", false, "no progress output")
+	imp.Flags().BoolVar(&archive, "archive-missing", false, "archive the products of the file's stores that the file does not list")
 	_ = imp.MarkFlagRequired("account")
 	cmd.AddCommand(imp)
 	return cmd

@@ -21,6 +21,9 @@ type Result struct {
 	Published bool
 	// Events is how many events were published.
 	Events int
+	// Archived is how many of them archive a product the file no longer
+	// lists (Options.ArchiveMissing).
+	Archived int
 	// Offsets is the highest acknowledged offset per partition; wait for the
 	// projection to pass them (projections/catalog.WaitProjected) to read the
 	// imported catalog back.
@@ -32,13 +35,25 @@ type Result struct {
 // ignore those events, so nothing is published.
 var ErrForeignItems = errors.New("the catalog file names items that belong elsewhere")
 
-// Import publishes f for account. With once set, a file whose content was
-// already published for the account is skipped. The account must exist, and
+// Options are how Import treats a file.
+type Options struct {
+	// Once skips a file whose content was already published for the
+	// account.
+	Once bool
+	// ArchiveMissing archives the products of the file's stores that the
+	// catalog holds and the file does not list (those not ARCHIVED yet):
+	// the file is then the whole catalog of its stores, and a product
+	// renamed or dropped there stops being orderable. The catalog is read
+	// as the projection has it.
+	ArchiveMissing bool
+}
+
+// Import publishes f for account. The account must exist, and
 // every store, product and variant of f must be new or already the same
 // item of account (ErrForeignItems): the catalog projection ignores an
 // upsert of another owner's item, so publishing it would report success
 // for nothing.
-func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.Naming, account uuid.UUID, f File, once bool, progress Progress) (Result, error) {
+func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.Naming, account uuid.UUID, f File, opts Options, progress Progress) (Result, error) {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM accounts WHERE account_id = $1)`, account).Scan(&exists); err != nil {
 		return Result{}, fmt.Errorf("find account: %w", err)
@@ -47,7 +62,10 @@ func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.N
 		return Result{}, fmt.Errorf("no account %s", account)
 	}
 	digest := Digest(f)
-	if once {
+	if opts.ArchiveMissing {
+		digest += "+archive" // the same file imported without archiving did less
+	}
+	if opts.Once {
 		var done bool
 		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM catalog_loads WHERE account_id = $1 AND digest = $2)`,
 			account, digest).Scan(&done); err != nil {
@@ -60,9 +78,17 @@ func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.N
 	if err := checkOwners(ctx, pool, account, f); err != nil {
 		return Result{}, err
 	}
-	events, err := f.Events(account, time.Now())
+	now := time.Now()
+	events, err := f.Events(account, now)
 	if err != nil {
 		return Result{}, err
+	}
+	var archived []Keyed
+	if opts.ArchiveMissing {
+		if archived, err = archiveMissing(ctx, pool, account, f, now); err != nil {
+			return Result{}, err
+		}
+		events = append(events, archived...)
 	}
 	offsets, err := Publish(ctx, cl, n, events, progress)
 	if err != nil {
@@ -74,7 +100,60 @@ func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.N
 		ON CONFLICT DO NOTHING`, account, digest); err != nil {
 		return Result{}, fmt.Errorf("record catalog load: %w", err)
 	}
-	return Result{Published: true, Events: len(events), Offsets: offsets}, nil
+	return Result{Published: true, Events: len(events), Archived: len(archived), Offsets: offsets}, nil
+}
+
+// archiveMissing is the events that archive the products of f's stores
+// which the catalog holds, f does not list, and are not ARCHIVED yet: each
+// the product as the catalog has it, variants included, in status
+// ARCHIVED (an event states a whole product).
+func archiveMissing(ctx context.Context, pool *pgxpool.Pool, account uuid.UUID, f File, now time.Time) ([]Keyed, error) {
+	var stores, listed []uuid.UUID
+	for _, s := range f.Stores {
+		sid := s.id(account)
+		stores = append(stores, sid)
+		for _, p := range s.Products {
+			listed = append(listed, p.id(sid))
+		}
+	}
+	rows, err := pool.Query(ctx, `SELECT p.product_id, p.store_id, p.title, COALESCE(p.platform_id, ''), COALESCE(p.image_url, ''),
+			COALESCE(v.variant_id, '00000000-0000-0000-0000-000000000000'), COALESCE(v.title, ''), COALESCE(v.sku, ''),
+			COALESCE(v.price::text, ''), COALESCE(v.category, ''), COALESCE(v.requires_yarn_type, '{}'), COALESCE(v.image_url, '')
+		FROM products p LEFT JOIN variants v ON v.product_id = p.product_id
+		WHERE p.store_id = ANY($1) AND p.account_id = $2 AND p.product_id <> ALL($3) AND p.status <> 'ARCHIVED'
+		ORDER BY p.store_id, p.product_id, v.position`, stores, account, listed)
+	if err != nil {
+		return nil, fmt.Errorf("find products the file no longer lists: %w", err)
+	}
+	var products []schemas.ProductUpserted
+	var p schemas.ProductUpserted
+	var v schemas.CatalogVariant
+	_, err = pgx.ForEachRow(rows, []any{&p.ProductID, &p.StoreID, &p.Title, &p.PlatformID, &p.ImageURL,
+		&v.VariantID, &v.Title, &v.SKU, &v.Price, &v.Category, &v.RequiresYarnType, &v.ImageURL}, func() error {
+		if n := len(products); n == 0 || products[n-1].ProductID != p.ProductID {
+			products = append(products, schemas.ProductUpserted{AccountID: account, StoreID: p.StoreID, ProductID: p.ProductID,
+				Title: p.Title, Status: "ARCHIVED", PlatformID: p.PlatformID, ImageURL: p.ImageURL,
+				Variants: []schemas.CatalogVariant{}, UpdatedAt: now})
+		}
+		if v.VariantID != uuid.Nil {
+			last := &products[len(products)-1]
+			v.RequiresYarnType = slices.Clone(v.RequiresYarnType)
+			last.Variants = append(last.Variants, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find products the file no longer lists: %w", err)
+	}
+	out := make([]Keyed, 0, len(products))
+	for _, p := range products {
+		ev, err := schemas.NewEvent(schemas.TypeProductUpserted, now, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Keyed{Key: p.StoreID, Event: ev})
+	}
+	return out, nil
 }
 
 // checkOwners refuses f when one of its items exists, in the catalog read

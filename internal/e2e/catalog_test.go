@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -243,17 +244,99 @@ func TestPaginationVisitsEveryRowOnce(t *testing.T) {
 
 func importAndWait(t *testing.T, d demoEnv, account uuid.UUID, f catalog.File) {
 	t.Helper()
+	importWith(t, d, account, f, catalog.Options{})
+}
+
+func importWith(t *testing.T, d demoEnv, account uuid.UUID, f catalog.File, opts catalog.Options) catalog.Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := catalog.Import(ctx, d.app.Pool, d.app.Producer, d.app.Naming, account, f, false, nil)
+	res, err := catalog.Import(ctx, d.app.Pool, d.app.Producer, d.app.Naming, account, f, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := catalogrm.WaitProjected(ctx, d.app.Pool, d.app.Naming, res.Offsets); err != nil {
 		t.Fatal(err)
+	}
+	return res
+}
+
+// TestAnImportThatArchivesMissingProductsMakesThemUnorderable: a product
+// renamed in the catalog file is a new product. Imported plainly, the old
+// one stays as it was, orderable; imported with ArchiveMissing, every
+// product of the file's stores that the file no longer lists is archived,
+// its variants kept, and an order for one is refused. Other stores of the
+// account are left alone, and a repeat archives nothing more.
+func TestAnImportThatArchivesMissingProductsMakesThemUnorderable(t *testing.T) {
+	d := startDemo(t)
+	account, token := d.newAccount(t, "renaming-shop")
+	client := testenv.NewClient(t, "http://"+d.app.Addr(), token)
+	file := func(products ...string) catalog.File {
+		t.Helper()
+		var ps []string
+		for _, title := range products {
+			ps = append(ps, `{"title":"`+title+`","status":"ACTIVE","variants":[{"title":"M","sku":"`+title+`-M","price":"20","category":"tshirt"}]}`)
+		}
+		f, err := catalog.Parse(strings.NewReader(`{"stores":[{"name":"Renaming","shop_domain":"renaming.myshopify.com","status":"ACTIVE",
+			"products":[` + strings.Join(ps, ",") + `]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	other, err := catalog.Parse(strings.NewReader(`{"stores":[{"name":"Other","shop_domain":"other-of-renaming.myshopify.com","status":"ACTIVE",
+		"products":[{"title":"Kept","status":"ACTIVE","variants":[{"title":"M","sku":"K-M","price":"20","category":"tshirt"}]}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	importWith(t, d, account, other, catalog.Options{})
+	importWith(t, d, account, file("Old Tee", "Plain Tee"), catalog.Options{})
+	storeID := catalog.StoreID(account, "renaming.myshopify.com")
+	statuses := func(store uuid.UUID) map[string]string {
+		t.Helper()
+		var page productPage
+		client.Get("/v1/stores/"+store.String()+"/products?limit=100").JSON(t, &page)
+		out := map[string]string{}
+		for _, p := range page.Data {
+			out[p.Title] = p.Status
+		}
+		return out
+	}
+	var oldVariant uuid.UUID
+	if err := d.app.Pool.QueryRow(context.Background(), `SELECT variant_id FROM variants WHERE sku = 'Old Tee-M' AND store_id = $1`, storeID).Scan(&oldVariant); err != nil {
+		t.Fatal(err)
+	}
+
+	if res := importWith(t, d, account, file("New Tee", "Plain Tee"), catalog.Options{}); res.Archived != 0 {
+		t.Fatalf("a plain import archived %d products", res.Archived)
+	}
+	if got := statuses(storeID); got["Old Tee"] != "ACTIVE" || got["New Tee"] != "ACTIVE" {
+		t.Fatalf("after a plain import the products are %v; want the old one left ACTIVE beside the new", got)
+	}
+	res := importWith(t, d, account, file("New Tee", "Plain Tee"), catalog.Options{ArchiveMissing: true})
+	if res.Archived != 1 {
+		t.Fatalf("archived %d products, want the one the file no longer lists", res.Archived)
+	}
+	want := map[string]string{"Old Tee": "ARCHIVED", "New Tee": "ACTIVE", "Plain Tee": "ACTIVE"}
+	if got := statuses(storeID); !maps.Equal(got, want) {
+		t.Fatalf("products %v, want %v", got, want)
+	}
+	if got := statuses(catalog.StoreID(account, "other-of-renaming.myshopify.com")); got["Kept"] != "ACTIVE" {
+		t.Fatalf("a store the file does not name changed: %v", got)
+	}
+	var variants int
+	if err := d.app.Pool.QueryRow(context.Background(), `SELECT count(*) FROM variants WHERE variant_id = $1`, oldVariant).Scan(&variants); err != nil || variants != 1 {
+		t.Fatalf("the archived product kept %d of its variants (%v), want 1", variants, err)
+	}
+	r := client.Do("POST", "/v1/orders/pod", tshirtOrder(oldVariant, "archived-1", 1))
+	if r.Status != 400 || !strings.Contains(string(r.Body), "variant is not available") {
+		t.Fatalf("an order of an archived product's variant: %d %s; want 400, not available", r.Status, r.Body)
+	}
+	if res := importWith(t, d, account, file("New Tee", "Plain Tee"), catalog.Options{ArchiveMissing: true}); res.Archived != 0 {
+		t.Fatalf("a repeat archived %d products again", res.Archived)
 	}
 }
 

@@ -31,7 +31,7 @@ func (a *App) loadDemo(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("demo catalog: %w", err)
 	}
-	res, err := catalog.Import(ctx, a.Pool, a.Producer, a.Naming, id, f, true, nil)
+	res, err := catalog.Import(ctx, a.Pool, a.Producer, a.Naming, id, f, catalog.Options{Once: true}, nil)
 	if err != nil {
 		return fmt.Errorf("demo catalog: %w", err)
 	}
