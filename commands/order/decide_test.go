@@ -243,45 +243,51 @@ func TestTrackingReportedBeforeTheOrdersIsOlderNews(t *testing.T) {
 
 func TestHeldUpdatesWaitForAPushToSucceed(t *testing.T) {
 	push := []Command{cmd(KindCreate), cmd(KindStartPush)}
-	holding := func(n int, more ...Command) State {
-		s := given(t, append(append([]Command{}, push...), more...))
-		for range n {
-			var err error
-			if s, err = Hold(s, cmd(KindFulfillment, fulfil("SYNCED", nil))); err != nil {
-				t.Fatal(err)
+	// holding is the order after push and more, given n updates to hold,
+	// with their ids in the order given.
+	holding := func(n int, more ...Command) func() (State, []uuid.UUID) {
+		return func() (State, []uuid.UUID) {
+			s := given(t, append(append([]Command{}, push...), more...))
+			var ids []uuid.UUID
+			for range n {
+				c := cmd(KindFulfillment, fulfil("SYNCED", nil))
+				var err error
+				if s, err = Hold(s, c); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, c.ID)
 			}
+			return s, ids
 		}
-		return s
 	}
 	tests := []struct {
 		name     string
-		s        State
-		released int // updates Release gives back
-		left     int // updates still held after it
+		order    func() (State, []uuid.UUID)
+		released bool // Release gives back every update held, in the order given
+		left     int  // updates still held after it
 	}{
-		{"a push still under way keeps them", holding(2), 0, 2},
-		{"a failed push keeps them for its retry", holding(2, cmd(KindFailPush, attempt(1))), 0, 2},
-		{"a succeeded push releases them in order", holding(3, cmd(KindCompletePush, attempt(1))), 3, 0},
-		{"a cancelled order drops them", holding(2, cmd(KindFailPush, attempt(1)), cmd(KindCancel)), 0, 0},
-		{"an order holding none releases none", holding(0, cmd(KindCompletePush, attempt(1))), 0, 0},
+		{"a push still under way keeps them", holding(2), false, 2},
+		{"a failed push keeps them for its retry", holding(2, cmd(KindFailPush, attempt(1))), false, 2},
+		{"a succeeded push releases them in the order they came", holding(3, cmd(KindCompletePush, attempt(1))), true, 0},
+		{"a cancelled order drops them", holding(2, cmd(KindFailPush, attempt(1)), cmd(KindCancel)), false, 0},
+		{"an order holding none releases none", holding(0, cmd(KindCompletePush, attempt(1))), true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want := slices.Clone(tt.s.Held)
-			s, released := Release(tt.s)
-			if len(released) != tt.released || len(s.Held) != tt.left {
-				t.Fatalf("released %d, %d left; want %d and %d", len(released), len(s.Held), tt.released, tt.left)
+			s, ids := tt.order()
+			s, released := Release(s)
+			var got []uuid.UUID
+			for _, c := range released {
+				got = append(got, c.ID)
 			}
-			for i := range released {
-				if released[i].ID != want[i].ID {
-					t.Fatalf("released[%d] is %s, want %s (the order they came in)", i, released[i].ID, want[i].ID)
-				}
+			if want := map[bool][]uuid.UUID{true: ids}[tt.released]; !slices.Equal(got, want) || len(s.Held) != tt.left {
+				t.Fatalf("released %v, %d left; want %v and %d", got, len(s.Held), want, tt.left)
 			}
 		})
 	}
 	t.Run("an order holds at most MaxHeld", func(t *testing.T) {
-		_, err := Hold(holding(MaxHeld), cmd(KindFulfillment, fulfil("SYNCED", nil)))
-		if !errors.Is(err, ErrInvalidState) {
+		s, _ := holding(MaxHeld)()
+		if _, err := Hold(s, cmd(KindFulfillment, fulfil("SYNCED", nil))); !errors.Is(err, ErrInvalidState) {
 			t.Fatalf("err = %v, want %v", err, ErrInvalidState)
 		}
 	})

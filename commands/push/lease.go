@@ -23,16 +23,21 @@ const (
 	// is cut off and its outcome not sent, so none is in flight when
 	// another worker may take the job over.
 	stopMargin = 10 * time.Second
+	// outcomeWait is how long a worker keeps a push leased after its
+	// outcome is on the log, waiting for the decider to decide it: a
+	// takeover before then would call the platform again.
+	outcomeWait = 2 * time.Minute
 )
 
 // leases keeps the pushes a worker works leased for as long as it works
 // them. Every renewEvery it renews, in one statement (jobs.Renew), the
 // lease of each push it has not renewed for that long, fenced on the due
 // time it set last: a job the decider moved on (its push decided) or that
-// another worker leased is let go. A push whose lease could not be renewed
-// in time (Postgres away) is stopped: its context ends stopMargin before
-// the lease does. So a call may take as long as the platform needs, and a
-// worker that stops leaves its pushes to the others within one lease.
+// another worker leased is let go. A push whose lease was not renewed in
+// time (Postgres away, or not answering) is stopped by its own timer: its
+// context ends stopMargin before the lease does, whatever a renewal in
+// flight waits for. So a call may take as long as the platform needs, and
+// a worker that stops leaves its pushes to the others within one lease.
 type leases struct {
 	db   jobs.Querier
 	log  *slog.Logger
@@ -48,8 +53,9 @@ type leases struct {
 type leased struct {
 	ctx    context.Context // ends when the push is to stop: its lease lost or about to end
 	cancel context.CancelFunc
-	job    jobs.Job  // DueAt is the job's due time as this worker set it last: the fence
-	until  time.Time // by this worker's clock, a time the lease lasts at least until
+	job    jobs.Job    // DueAt is the job's due time as this worker set it last: the fence
+	until  time.Time   // by this worker's clock, a time the lease lasts at least until
+	timer  *time.Timer // stops the push stopMargin before until
 }
 
 func newLeases(db jobs.Querier, log *slog.Logger) *leases {
@@ -62,9 +68,11 @@ func (ls *leases) hold(ctx context.Context, j jobs.Job, from time.Time) *leased 
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	ls.mu.Lock()
 	if old := ls.held[j.ID]; old != nil {
+		old.timer.Stop()
 		old.cancel() // a lease of ours that ran out and was claimed again
 	}
 	ls.held[j.ID] = l
+	l.timer = time.AfterFunc(time.Until(l.until)-ls.margin, func() { ls.expire(l) })
 	ls.mu.Unlock()
 	return l
 }
@@ -76,6 +84,27 @@ func (ls *leases) end(l *leased) {
 		delete(ls.held, l.job.ID)
 	}
 	ls.mu.Unlock()
+	l.timer.Stop()
+	l.cancel()
+}
+
+// expire stops l, whose lease is about to end unrenewed (its timer fired;
+// a renewal that got in first re-armed it instead).
+func (ls *leases) expire(l *leased) {
+	ls.mu.Lock()
+	if time.Until(l.until) >= ls.margin {
+		ls.mu.Unlock()
+		return
+	}
+	mine := ls.held[l.job.ID] == l
+	if mine {
+		delete(ls.held, l.job.ID)
+	}
+	ls.mu.Unlock()
+	if mine {
+		ls.log.Warn("a push's lease could not be renewed; stopping it before another worker may take it",
+			"order", l.job.ID, "lease_end", l.until)
+	}
 	l.cancel()
 }
 
@@ -89,6 +118,7 @@ func (ls *leases) run(ctx context.Context) {
 			ls.mu.Lock()
 			for id, l := range ls.held {
 				delete(ls.held, id)
+				l.timer.Stop()
 				l.cancel()
 			}
 			ls.mu.Unlock()
@@ -99,14 +129,15 @@ func (ls *leases) run(ctx context.Context) {
 	}
 }
 
-// renew renews the leases not renewed for every, lets go of those lost,
-// and stops the pushes whose lease is about to end.
+// renew renews the leases not renewed for most of every (a tick comes a
+// little late), and lets go of those lost. A renewal gets one period:
+// Postgres not answering holds up no more than that.
 func (ls *leases) renew(ctx context.Context) {
 	now := time.Now()
 	var due []jobs.Job
 	ls.mu.Lock()
 	for _, l := range ls.held {
-		if l.until.Sub(now) <= ls.term-ls.every {
+		if l.until.Sub(now) <= ls.term-ls.every/2 {
 			due = append(due, l.job)
 		}
 	}
@@ -115,7 +146,9 @@ func (ls *leases) renew(ctx context.Context) {
 		return
 	}
 	sent := time.Now()
-	renewed, lost, err := jobs.Renew(ctx, ls.db, order.PushQueue, due, ls.term)
+	rctx, cancel := context.WithTimeout(ctx, ls.every)
+	renewed, lost, err := jobs.Renew(rctx, ls.db, order.PushQueue, due, ls.term)
+	cancel()
 	if err != nil && ctx.Err() == nil {
 		ls.log.Warn("renewing push leases failed; retrying", "pushes", len(due), "err", err)
 	}
@@ -136,20 +169,13 @@ func (ls *leases) renew(ctx context.Context) {
 	for _, j := range renewed {
 		if l := still(j.ID); l != nil {
 			l.job.DueAt, l.until = j.DueAt, sent.Add(ls.term)
+			l.timer.Reset(time.Until(l.until) - ls.margin)
 		}
 	}
 	for _, id := range lost {
 		if l := still(id); l != nil {
 			delete(ls.held, id)
-			l.cancel()
-		}
-	}
-	now = time.Now()
-	for id, l := range ls.held {
-		if l.until.Sub(now) < ls.margin {
-			ls.log.Warn("a push's lease could not be renewed; stopping it before another worker may take it",
-				"order", id, "lease_end", l.until)
-			delete(ls.held, id)
+			l.timer.Stop()
 			l.cancel()
 		}
 	}

@@ -75,32 +75,55 @@ func TestAPushIsKeptLeasedWhileItIsWorked(t *testing.T) {
 	}
 }
 
-// TestAPushWhoseLeaseCannotBeRenewedStopsBeforeItEnds: with Postgres away
-// no renewal goes through, and the push is stopped (its context ends)
-// before its lease ends by the worker's clock, so no call of it is in
-// flight when another worker may take the job.
+// TestAPushWhoseLeaseCannotBeRenewedStopsBeforeItEnds: with Postgres
+// refusing connections, or taking them and never answering, no renewal
+// goes through, and the push is stopped (its context ends) before its
+// lease ends by the worker's clock, so no call of it is in flight when
+// another worker may take the job.
 func TestAPushWhoseLeaseCannotBeRenewedStopsBeforeItEnds(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ls := shortLeases(unreachable{})
-	from := time.Now()
-	l := ls.hold(ctx, jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: from.Add(ls.term)}, from)
-	go ls.run(ctx)
-	select {
-	case <-l.ctx.Done():
-	case <-ctx.Done():
-		t.Fatal("the push was never stopped")
-	}
-	if left := time.Until(from.Add(ls.term)); left <= 0 {
-		t.Fatalf("the push was stopped %s after its lease ended", -left)
+	for _, tc := range []struct {
+		name string
+		db   jobs.Querier
+	}{
+		{"Postgres refusing", unreachable{}},
+		{"Postgres not answering", hanging{answer: make(chan struct{})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if h, ok := tc.db.(hanging); ok {
+				defer close(h.answer)
+			}
+			ls := shortLeases(tc.db)
+			from := time.Now()
+			l := ls.hold(ctx, jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: from.Add(ls.term)}, from)
+			go ls.run(ctx)
+			select {
+			case <-l.ctx.Done():
+			case <-ctx.Done():
+				t.Fatal("the push was never stopped")
+			}
+			if left := time.Until(from.Add(ls.term)); left <= 0 {
+				t.Fatalf("the push was stopped %s after its lease ended", -left)
+			}
+		})
 	}
 }
 
-// unreachable is a database that answers nothing.
+// unreachable is a database that refuses every query.
 type unreachable struct{}
 
 func (unreachable) Query(context.Context, string, ...any) (pgx.Rows, error) {
 	return nil, errors.New("connection refused")
+}
+
+// hanging is a database that answers no query until answer is closed,
+// deadline or not (a connection lost without a word).
+type hanging struct{ answer chan struct{} }
+
+func (h hanging) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	<-h.answer
+	return nil, errors.New("connection reset")
 }
 
 func queue(t *testing.T, db *pgxpool.Pool, w *jobs.Writes) {

@@ -324,11 +324,10 @@ func (w *Worker) decided(bus *order.Bus, st started) bool {
 // errors) and sends the decider the outcome, without waiting for the
 // broker: done runs once the outcome is acknowledged or failed, so the
 // caller makes its next call meanwhile. The push's lease is kept until
-// then. When the outcome cannot be sent (shutting down, Kafka away), or the
-// lease could not be kept, the lease runs out and the call is made again,
-// under the same idempotency key. A takeover's start_push follows the
-// outcome sent on the order's partition, so the takeover finds the attempt
-// ended and makes no call.
+// the outcome is decided (outcomeWait at most). When the outcome cannot be
+// sent (shutting down, Kafka away), or the lease could not be kept, the
+// lease runs out and the call is made again, under the same idempotency
+// key.
 func (w *Worker) call(ctx context.Context, c call, done func()) {
 	j := c.job
 	held := c.lease.ctx
@@ -371,12 +370,31 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 		end()
 		return
 	}
+	// The lease is kept until the outcome is decided (announced): a
+	// takeover before then, the decider being behind, would call again.
+	decided, unsubscribe := w.Notify.Subscribe(order.NotifyDecided, cmd.ID.String())
 	pctx, cancel := context.WithTimeout(ctx, produceWait)
 	w.Producer.Produce(pctx, rec, func(_ *kgo.Record, err error) {
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			w.Log.Warn("sending a push outcome failed; the job is worked again when its lease ends", "order", j.ID, "err", err)
+		if err != nil {
+			unsubscribe()
+			if ctx.Err() == nil {
+				w.Log.Warn("sending a push outcome failed; the job is worked again when its lease ends", "order", j.ID, "err", err)
+			}
+			end()
+			return
 		}
-		end()
+		done()
+		go func() {
+			defer unsubscribe()
+			t := time.NewTimer(outcomeWait)
+			defer t.Stop()
+			select {
+			case <-decided:
+			case <-held.Done(): // the decider moved the job on, or shutting down
+			case <-t.C:
+			}
+			w.leases.end(c.lease)
+		}()
 	})
 }

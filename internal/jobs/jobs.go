@@ -211,7 +211,7 @@ const renewLeased = `WITH held AS (
 	SELECT l.id, r.due_at, j.id IS NOT NULL
 	FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease)
 	LEFT JOIN renewed r ON r.id = l.id
-	LEFT JOIN jobs j ON j.queue = $1 AND j.id = l.id AND j.due_at = l.lease`
+	LEFT JOIN jobs j ON j.queue = $1 AND j.id = l.id AND j.due_at = l.lease AND j.id = ANY($2)`
 
 // Renew extends by lease the leases of the leased jobs (as Claim or the
 // last Renew returned them) that are still under them: renewed are their

@@ -292,8 +292,14 @@ func TestADeleteFindsItsJobsByID(t *testing.T) {
 		case renewLeased:
 			args = append(args, make([]time.Time, 47), "1 minute")
 		}
-		if plan := explain(t, tx, statement, args...); !strings.Contains(plan, "Index Cond: ((id = ANY") {
+		plan := explain(t, tx, statement, args...)
+		if !strings.Contains(plan, "Index Cond: ((id = ANY") {
 			t.Errorf("%s does not look its jobs up by id:\n%s", name, plan)
+		}
+		// The renewal reads jobs three times (lock, update, answer): each
+		// by id.
+		if statement == renewLeased && strings.Count(plan, "Index Cond: ((id = ") != 3 {
+			t.Errorf("%s does not look its jobs up by id each time it reads them:\n%s", name, plan)
 		}
 	}
 }
