@@ -42,9 +42,16 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 	}
 	if !projected {
 		// The order exists (decided and durable); only the read model lags.
+		if created.Repeat {
+			// Decided before: the request read today may price it other
+			// than the order was; only the read model tells it right (as
+			// below, never the draft).
+			e := catchingUp()
+			return e.Status(), e
+		}
 		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
 	}
-	if proj.Created != nil && proj.Entry != nil {
+	if proj.Created != nil && proj.Entry != nil && !created.Repeat {
 		// The projector announced the new row: answer from it.
 		res := draftOrder(created)
 		res.CreatedAt, res.UpdatedAt = *proj.Created, *proj.Created
@@ -54,6 +61,10 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 	}
 	res, err := o.Queries.Entered(ctx, in.AccountID, created.OrderID)
 	if err != nil {
+		if created.Repeat {
+			e := catchingUp()
+			return e.Status(), e
+		}
 		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
 	}
 	if res, err = o.Queries.WithStatus(ctx, res, created.Decision.Status); err != nil {
@@ -255,10 +266,16 @@ func (o *Orders) getQueue(c *fiber.Ctx) error {
 // Retry-After, never a false "not found" after a 201.
 func (o *Orders) notProjected(c *fiber.Ctx, id uuid.UUID) error {
 	if _, known, err := order.LoadState(c.UserContext(), o.Bus.Pool, accountOf(c), id); err == nil && known {
-		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 1,
-			Message: "the order exists but its read model is catching up; try again shortly"}
+		return catchingUp()
 	}
 	return NotFound("order")
+}
+
+// catchingUp answers for an order that exists while the read model does
+// not hold it yet.
+func catchingUp() *Error {
+	return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 1,
+		Message: "the order exists but its read model is catching up; try again shortly"}
 }
 
 // command answers retry and cancel: the decider decides, the response

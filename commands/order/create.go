@@ -48,6 +48,10 @@ type Created struct {
 	Draft    Draft
 	OrderID  uuid.UUID
 	Details  schemas.OrderDetails
+	// Repeat says the command was decided before (a keyed request or a
+	// batch item worked again): Draft and Details are today's reading of
+	// the request, not what was decided (prices may have changed since).
+	Repeat bool
 }
 
 // MaxCommandBytes bounds an encoded command (Record refuses larger ones). A
@@ -198,7 +202,7 @@ func (c *Creator) draft(ctx context.Context, in CreateInput) (Draft, uuid.UUID, 
 // decider keeps them.
 func (c *Creator) decided(ctx context.Context, in CreateInput, dec Decision) (Created, error) {
 	if dec.Accepted() {
-		created := Created{Decision: dec, OrderID: dec.OrderID}
+		created := Created{Decision: dec, OrderID: dec.OrderID, Repeat: true}
 		if draft, orderID, err := c.draft(ctx, in); err == nil && orderID == dec.OrderID {
 			if details, err := detailsOf(draft, in.Via, orderID, false); err == nil {
 				created.Draft, created.Details = draft, details
