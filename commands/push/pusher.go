@@ -61,9 +61,11 @@ const (
 	// produceWait bounds the produce of a claim's commands.
 	produceWait = 10 * time.Second
 	// startWait is how long a worker waits for its start_push to be
-	// decided. Later, it lets the job's lease end and the call goes to the
-	// takeover.
-	startWait = time.Minute
+	// decided (the lease kept meanwhile), as long as the three-minute
+	// lease once gave: a decider that far behind is stuck rather than
+	// slow. Later, the worker lets the lease end and the call goes to the
+	// takeover, freeing its room for pushes the decider does decide.
+	startWait = 2 * time.Minute
 	// queueWindow is how soon a leased push's call should start: a worker
 	// holds as many pushes as its calls start in that time.
 	queueWindow = 30 * time.Second
