@@ -12,33 +12,38 @@ import (
 type Check struct {
 	Name  string
 	Check func(ctx context.Context) error
+	// Degrades marks a dependency the service works on without (Redis: rate
+	// limits fail open, the soft-duplicate check is skipped, keyed POSTs
+	// answer 503): its failure makes the instance degraded, still ready.
+	// Taking every instance out of service for it would fail every request.
+	Degrades bool
 }
 
 func healthz(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) }
 
-// readyz answers 200 only when every dependency answers within 2 seconds.
-// The body names the failing dependency; the error itself (addresses and
-// all) goes to the log only.
+// readyz answers 200 when every dependency the service needs answers
+// within 2 seconds ("ready", or "degraded" when one it can do without
+// does not), else 503 ("not ready"). The body names the failing
+// dependency; the error itself (addresses and all) goes to the log only.
 func readyz(checks []Check, log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 		defer cancel()
 		results := fiber.Map{}
-		ready := true
+		status, state := fiber.StatusOK, "ready"
 		for _, ch := range checks {
 			if err := ch.Check(ctx); err != nil {
-				ready = false
 				results[ch.Name] = "unavailable"
 				log.WarnContext(ctx, "readiness check failed", "dependency", ch.Name, "err", err)
+				switch {
+				case !ch.Degrades:
+					status, state = fiber.StatusServiceUnavailable, "not ready"
+				case status == fiber.StatusOK:
+					state = "degraded"
+				}
 			} else {
 				results[ch.Name] = "ok"
 			}
-		}
-		status := fiber.StatusOK
-		state := "ready"
-		if !ready {
-			status = fiber.StatusServiceUnavailable
-			state = "not ready"
 		}
 		return c.Status(status).JSON(fiber.Map{"status": state, "checks": results})
 	}

@@ -385,7 +385,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		Gatherer: a.Registry,
 		Checks: []podhttp.Check{
 			{Name: "postgres", Check: func(ctx context.Context) error { return a.Pool.Ping(ctx) }},
-			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }},
+			{Name: "redis", Check: func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }, Degrades: true},
 			{Name: "kafka", Check: func(ctx context.Context) error { return a.Producer.Ping(ctx) }},
 		},
 	}
