@@ -300,9 +300,13 @@ func (o *Orders) command(kind string) fiber.Handler {
 			return orderError(&order.Rejected{Code: dec.Code, Message: dec.Message})
 		}
 		// Applied: answer it even when the read model lags (then from the
-		// row as last projected, with the decision's status).
+		// row as last projected, with the decision's status; 503 when it
+		// has no row yet: never a failure for a command that was applied).
 		_ = o.awaitProjection(ctx, id, dec.Version)
 		res, err := o.Queries.Get(ctx, account, id)
+		if errors.Is(err, orderrm.ErrNotFound) {
+			return catchingUp()
+		}
 		if err != nil {
 			return err
 		}

@@ -247,6 +247,41 @@ func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
 	})
 }
 
+// Found by review: a cancel (or retry) applied while the read model did
+// not hold the order yet answered 500, and the client, told it failed,
+// found it CANCELLED. It answers 503 catching up, with Retry-After; a
+// repeat then answers from the read model.
+func TestACommandAppliedWhileTheReadModelLagsIsNotAFailure(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	ctx := context.Background()
+	tx, err := d.app.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN EXCLUSIVE MODE`); err != nil { // the order projector stalls
+		t.Fatal(err)
+	}
+	r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "lag-cancel", 1))
+	if r.Status != 201 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	var o orderrm.Order
+	r.JSON(t, &o)
+	if c := d.client.Do("POST", "/v1/orders/pod/"+o.OrderID.String()+"/cancel", nil); c.Status != 503 || c.Header.Get("Retry-After") == "" {
+		t.Fatalf("cancel while the read model lags: %d %s; want 503 with Retry-After", c.Status, c.Body)
+	}
+	_ = tx.Rollback(ctx)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		var got orderrm.Order
+		if g := d.client.Get("/v1/orders/pod/" + o.OrderID.String()); g.Status != 200 || json.Unmarshal(g.Body, &got) != nil || got.Status != "CANCELLED" {
+			return testenv.Errorf("GET after the read model caught up: %d %s", g.Status, g.Body)
+		}
+		return nil
+	})
+}
+
 // Finding (sessions ago, when events drove the pushes): a PROCESSING event
 // delivered twice re-created the push job after the order moved on, and a
 // CANCELLED order reached the platform. Pushes are jobs of the decider now;
