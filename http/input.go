@@ -100,10 +100,18 @@ func checkIdempotencyKey(c *fiber.Ctx) error {
 	return nil
 }
 
-// checkInput decodes and checks the query and body of an API request.
+// checkInput decodes and checks the query and body of an API request. A
+// query parameter given twice (?status=FAILED&status=CANCELLED) is
+// refused: no endpoint takes a list that way, and reading the first alone
+// would answer a question the client did not ask.
 func checkInput(c *fiber.Ctx) error {
 	var bad *Error
-	c.Request().URI().QueryArgs().VisitAll(func(k, v []byte) {
+	args := c.Request().URI().QueryArgs()
+	var seen map[string]bool
+	if args.Len() > 1 {
+		seen = make(map[string]bool, args.Len())
+	}
+	args.VisitAll(func(k, v []byte) {
 		if bad != nil {
 			return
 		}
@@ -111,6 +119,13 @@ func checkInput(c *fiber.Ctx) error {
 		if !validText(k) {
 			bad = Validation("query", "query parameter names must be valid UTF-8 without U+0000")
 			return
+		}
+		if seen[name] {
+			bad = Validation(name, name+" must be given once")
+			return
+		}
+		if seen != nil {
+			seen[name] = true
 		}
 		bad = textError(name, v)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -210,7 +211,9 @@ func (o *Orders) listOrders(c *fiber.Ctx) error {
 		if raw == "" {
 			continue
 		}
-		t, err := time.Parse(time.RFC3339Nano, raw)
+		// A "+01:00" offset sent unescaped arrives as " 01:00" (a query's
+		// "+" is a space); a date-time holds no space, so it reads back.
+		t, err := time.Parse(time.RFC3339Nano, strings.ReplaceAll(raw, " ", "+"))
 		if err != nil {
 			return Validation(p.name, p.name+" must be an ISO 8601 date-time such as 2026-01-31T00:00:00Z")
 		}

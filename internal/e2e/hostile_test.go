@@ -167,6 +167,8 @@ func TestHostileInputIsRefusedAndNeverStopsThePipeline(t *testing.T) {
 		{name: "a NUL in a query value", method: "GET", path: "/v1/stores/" + d.store(t, "ACTIVE").StoreID.String() + "/products?q=%00", status: 400, code: "VALIDATION_ERROR", field: "q"},
 		{name: "invalid UTF-8 in a query value", method: "GET", path: "/v1/stores/" + d.store(t, "ACTIVE").StoreID.String() + "/products?q=%FF", status: 400, code: "VALIDATION_ERROR", field: "q"},
 		{name: "a NUL in a query name", method: "GET", path: "/v1/orders/pod?a%00=1", status: 400, code: "VALIDATION_ERROR", field: "query"},
+		{name: "a status filter given twice", method: "GET", path: "/v1/orders/pod?status=FAILED&status=CANCELLED", status: 400, code: "VALIDATION_ERROR", field: "status"},
+		{name: "a limit given twice", method: "GET", path: "/v1/stores?limit=5&limit=100", status: 400, code: "VALIDATION_ERROR", field: "limit"},
 		{name: "a control character in reference_id", method: "POST", path: "/v1/orders/pod", body: order("reference_id", "ref\x07"), status: 400, code: "VALIDATION_ERROR", field: "reference_id"},
 		{name: "a bidi override in reference_id", method: "POST", path: "/v1/orders/pod", body: order("reference_id", "ref\u202egnp"), status: 400, code: "VALIDATION_ERROR", field: "reference_id"},
 		{name: "a zero-width space in reference_id", method: "POST", path: "/v1/orders/pod", body: order("reference_id", "ref\u200b1"), status: 400, code: "VALIDATION_ERROR", field: "reference_id"},

@@ -331,6 +331,8 @@ func TestOrderListOverHTTP(t *testing.T) {
 		check("window, paged by 4", q("from", ts(from), "to", ts(to), "limit", "4")[1:], window)
 		east := time.FixedZone("UTC+2", 2*3600)
 		check("window written with another offset", q("from", ts(from.In(east)), "to", ts(to.In(east)))[1:], window)
+		// Sent unescaped, the offset's "+" arrives as a space.
+		check("window with the offset's + unescaped", "from="+ts(from.In(east))+"&to="+ts(to.In(east)), window)
 		check("from equals to", q("from", ts(from), "to", ts(from))[1:], []uuid.UUID{})
 		newestAt, oldestAt := all[0].CreatedAt, all[len(all)-1].CreatedAt
 		check("from is the newest order", q("from", ts(newestAt))[1:], within(&newestAt, nil, ""))
