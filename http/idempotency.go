@@ -12,6 +12,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/wait"
@@ -39,14 +41,14 @@ type stored struct {
 // is still running waits for it. 5xx answers are not kept, so the client
 // can try again with the same key. With a box, kept bodies are sealed
 // (webhook answers carry signing secrets, which are never stored in clear).
-func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secretbox.Box, log *slog.Logger) fiber.Handler {
+func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time.Duration, box *secretbox.Box, log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		// checkFraming has held the key to its rules already.
 		key := c.Get("Idempotency-Key")
 		if c.Method() != fiber.MethodPost || key == "" {
 			return c.Next()
 		}
-		if rdb == nil {
+		if rdb == nil || pool == nil {
 			return Unavailable("the idempotency store (Redis)")
 		}
 		sum := sha256.Sum256(append([]byte(c.Method()+" "+c.Path()+"\n"), c.Body()...))
@@ -115,8 +117,8 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		if answer != nil {
 			return answer()
 		}
-		skey := prefix + "idemseed:" + accountOf(c).String() + ":" + key
-		seed, sent, err := commandSeed(ctx, rdb, skey, digest)
+		legacy := prefix + "idemseed:" + accountOf(c).String() + ":" + key
+		seed, sent, err := commandSeed(ctx, pool, rdb, accountOf(c), key, legacy, digest)
 		if err != nil {
 			rdb.Del(ctx, rkey)
 			rdb.Publish(ctx, keyDone(rkey), "released")
@@ -137,7 +139,10 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 		defer cancel()
 		if status >= 500 {
 			if e := (*Error)(nil); errors.As(err, &e) && e.recorded && !sent {
-				rdb.SetArgs(bg, skey, digest+" "+seed.String()+" "+seedSent, redis.SetArgs{Mode: "XX", KeepTTL: true})
+				if _, err := pool.Exec(bg, `UPDATE idempotency_seeds SET sent = true WHERE account_id = $1 AND key = $2 AND seed = $3`,
+					accountOf(c), key, seed); err != nil {
+					log.WarnContext(bg, "idempotency seed not marked sent", "err", err)
+				}
 			}
 			rdb.Del(bg, rkey)
 			rdb.Publish(bg, keyDone(rkey), "released")
@@ -161,36 +166,63 @@ func idempotency(rdb *redis.Client, prefix string, wait time.Duration, box *secr
 }
 
 // commandSeed is the seed of the ids of the commands a keyed POST sends
-// (commandID), kept beside the key for the window from its first run:
-// random, so a key used again after the window makes new commands, and
-// kept with the request's digest, so a repeat after an answer that was
-// not kept (a 5xx, a process that died mid-request) sends the same
-// commands again, which are decided once. Another body under the key is
-// refused, as it is while the answer is kept.
+// (commandID), kept in Postgres (idempotency_seeds) for the key's window
+// from its first run: random, so a key used again after the window makes
+// new commands, and kept with the request's digest, so a repeat after an
+// answer that was not kept (a 5xx, a process that died mid-request, Redis
+// losing the kept answer) sends the same commands again, which are
+// decided once. Another body under the key is refused, as it is while the
+// answer is kept.
 //
 // sent reports that an earlier request's command went on the log and was
-// not decided then (its 503 said so, and the seed was marked seedSent):
-// the repeat waits for that decision rather than checking the request
-// again against what may have changed since.
-func commandSeed(ctx context.Context, rdb *redis.Client, skey, digest string) (seed uuid.UUID, sent bool, err error) {
+// not decided then (its 503 said so, and the seed was marked sent): the
+// repeat waits for that decision rather than checking the request again
+// against what may have changed since.
+//
+// The previous release kept seeds in Redis (legacy): a key first used
+// under it keeps that seed.
+func commandSeed(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, account uuid.UUID, key, legacy, digest string) (seed uuid.UUID, sent bool, err error) {
 	seed = uuid.New()
-	prev, err := rdb.SetArgs(ctx, skey, digest+" "+seed.String(), redis.SetArgs{Mode: "NX", Get: true, TTL: IdempotencyWindow}).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return seed, false, nil
-	case err != nil:
-		return uuid.Nil, false, Unavailable("the idempotency store (Redis)")
+	if prev, err := rdb.Get(ctx, legacy).Result(); err == nil {
+		if f := strings.Fields(prev); len(f) >= 2 && f[0] == digest {
+			if s, err := uuid.Parse(f[1]); err == nil {
+				seed, sent = s, len(f) > 2 && f[2] == "sent"
+			}
+		}
 	}
-	fields := strings.Fields(prev)
-	if len(fields) < 2 || fields[0] != digest {
-		return uuid.Nil, false, keyReused()
+	for range 3 { // a first use of the key committed while this statement ran: read it
+		var kept string
+		err = pool.QueryRow(ctx, claimSeed, account, key, digest, seed, sent, IdempotencyWindow.String()).Scan(&kept, &seed, &sent)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue
+		case err != nil:
+			return uuid.Nil, false, Unavailable("the idempotency store (Postgres)")
+		case kept != digest:
+			return uuid.Nil, false, keyReused()
+		}
+		return seed, sent, nil
 	}
-	seed, err = uuid.Parse(fields[1])
-	return seed, len(fields) > 2 && fields[2] == seedSent, err
+	return uuid.Nil, false, Unavailable("the idempotency store (Postgres)")
 }
 
-// seedSent marks a command seed whose request's command is on the log.
-const seedSent = "sent"
+// claimSeed keeps a new seed for a key, or one past its window ($6), and
+// answers the key's seed: the new one, else the one kept (read in the
+// statement's snapshot: a first use committed since reads as no row).
+const claimSeed = `WITH fresh AS (
+		INSERT INTO idempotency_seeds AS s (account_id, key, digest, seed, sent) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (account_id, key) DO UPDATE SET digest = excluded.digest, seed = excluded.seed, sent = excluded.sent, created_at = now()
+		WHERE s.created_at < now() - $6::interval
+		RETURNING digest, seed, sent)
+	SELECT digest, seed, sent FROM fresh
+	UNION ALL
+	SELECT digest, seed, sent FROM idempotency_seeds WHERE account_id = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM fresh)`
+
+// PruneIdempotencySeeds drops the seeds past their window.
+func PruneIdempotencySeeds(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, `DELETE FROM idempotency_seeds WHERE created_at < now() - $1::interval`, IdempotencyWindow.String())
+	return err
+}
 
 // keyReused refuses a request whose Idempotency-Key came with another body.
 func keyReused() error {

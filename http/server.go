@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/logging"
 	catalogrm "github.com/printpod/pod/projections/catalog"
@@ -28,6 +29,8 @@ type Server struct {
 	Log   *slog.Logger
 	Auth  Authenticator
 	Redis *redis.Client
+	// Pool is the service's database: the Idempotency-Key seeds.
+	Pool *pgxpool.Pool
 	// Counters are the per-request Redis commands (rate limits), issued
 	// through Redis's automatic pipelining so concurrent requests share
 	// round trips; Redis when nil.
@@ -69,7 +72,7 @@ func (s *Server) App() *fiber.App {
 	v1.Get("/config/yarn-types", list(s.Config.YarnTypes))
 	v1.Get("/config/country-codes", list(s.Config.CountryCodes))
 	if s.Orders != nil {
-		post := []fiber.Handler{idempotency(s.Redis, s.RateLimit.Prefix, s.Orders.wait(), nil, s.Log)}
+		post := []fiber.Handler{idempotency(s.Redis, s.Pool, s.RateLimit.Prefix, s.Orders.wait(), nil, s.Log)}
 		if s.Batches != nil {
 			v1.Post("/orders/pod/batches", append(post, s.Batches.post)...)
 			v1.Get("/orders/pod/batches/:batch_id", s.Batches.get)
@@ -82,7 +85,7 @@ func (s *Server) App() *fiber.App {
 		v1.Post("/orders/pod/:order_id/cancel", append(post, s.Orders.command(order.KindCancel))...)
 	}
 	if s.Webhooks != nil {
-		s.Webhooks.routes(v1, idempotency(s.Redis, s.RateLimit.Prefix, s.Webhooks.wait(), s.Webhooks.Box, s.Log))
+		s.Webhooks.routes(v1, idempotency(s.Redis, s.Pool, s.RateLimit.Prefix, s.Webhooks.wait(), s.Webhooks.Box, s.Log))
 	}
 	s.methods.fill(app)
 	return app

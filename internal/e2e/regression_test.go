@@ -78,24 +78,56 @@ func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
 	}
 }
 
-// forgetKeys removes the Idempotency-Key records kept in Redis: the
-// answers only (what a 5xx leaves), or with seeds the command seeds too
-// (what the end of the window leaves).
+// forgetKeys removes the Idempotency-Key answers kept in Redis (what a 5xx
+// leaves), and with seeds ends the keys' windows: their command seeds in
+// Postgres are dated a day back, as they are once the window is over.
 func forgetKeys(t *testing.T, d demoEnv, seeds bool) {
 	t.Helper()
 	ctx := context.Background()
-	patterns := []string{d.cfg.RedisPrefix + "idem:*"}
-	if seeds {
-		patterns = append(patterns, d.cfg.RedisPrefix+"idemseed:*")
+	keys, err := d.app.Redis.Keys(ctx, d.cfg.RedisPrefix+"idem:*").Result()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range patterns {
-		keys, err := d.app.Redis.Keys(ctx, p).Result()
-		if err != nil {
+	for _, k := range keys {
+		d.app.Redis.Del(ctx, k)
+	}
+	if seeds {
+		if _, err := d.app.Pool.Exec(ctx, `UPDATE idempotency_seeds SET created_at = created_at - interval '25 hours'`); err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range keys {
-			d.app.Redis.Del(ctx, k)
-		}
+	}
+}
+
+// Found by review: a keyed create's command seed was kept in Redis, so
+// Redis restarted empty (or evicting keys) gave a repeat a new seed, and
+// a create without a reference_id made a second order. The seed is kept
+// in Postgres: with Redis emptied, the repeat is answered with the first
+// order, and the account has one.
+func TestAKeyedCreateRepeatedAfterRedisLostEverythingIsTheSameOrder(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	body, _ := json.Marshal(tshirtOrder(v.VariantID, "", 1)) // no reference_id: one is made up
+	var first, again orderrm.Order
+	r := postWithKey(t, d.client, "/v1/orders/pod", "k-lost", body)
+	if r.Status != 201 || json.Unmarshal(r.Body, &first) != nil {
+		t.Fatalf("first create: %d %s", r.Status, r.Body)
+	}
+	ctx := context.Background()
+	keys, err := d.app.Redis.Keys(ctx, d.cfg.RedisPrefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys { // Redis restarted with nothing kept
+		d.app.Redis.Del(ctx, k)
+	}
+	r = postWithKey(t, d.client, "/v1/orders/pod", "k-lost", body)
+	if r.Status != 201 || json.Unmarshal(r.Body, &again) != nil || again.OrderID != first.OrderID {
+		t.Fatalf("the repeat after Redis lost its keys: %d %s; want 201 with order %s", r.Status, r.Body, first.OrderID)
+	}
+	var page struct{ Data []orderrm.Order }
+	d.client.Get("/v1/orders/pod?limit=100").JSON(t, &page)
+	if len(page.Data) != 1 {
+		t.Fatalf("the account has %d orders, want 1", len(page.Data))
 	}
 }
 

@@ -431,6 +431,14 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) (*fiber.App, e
 	a.goRun(func() { worker.Run(ctx) })
 	server.Auth = tokens
 	server.Redis = a.Redis
+	server.Pool = a.Pool
+	a.goRun(func() {
+		periodic.Run(ctx, time.Hour, func(ctx context.Context) {
+			if err := podhttp.PruneIdempotencySeeds(ctx, a.Pool); err != nil && ctx.Err() == nil {
+				a.Log.Warn("pruning idempotency seeds failed", "err", err)
+			}
+		})
+	})
 	server.Counters = counters
 	server.RateLimit = podhttp.RateLimit{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Prefix: cfg.RedisPrefix,
 		AuthFailRate: cfg.AuthFailRate, AuthFailBurst: cfg.AuthFailBurst}
