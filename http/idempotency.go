@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/codec"
+	"github.com/printpod/pod/internal/rdb"
 	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/schemas"
@@ -28,6 +29,10 @@ const IdempotencyWindow = 24 * time.Hour
 type stored struct {
 	State  string `json:"state"` // "pending" or "done"
 	Digest string `json:"digest"`
+	// Owner tells one pending request from another: a request finding its
+	// own marker (its SETNX retried after a lost reply) holds the key, and
+	// one ends or replaces only its own.
+	Owner  string `json:"owner,omitempty"`
 	Status int    `json:"status,omitempty"`
 	Body   []byte `json:"body,omitempty"`
 	// Sealed holds the body instead, encrypted, when it may carry a
@@ -41,21 +46,29 @@ type stored struct {
 // is still running waits for it. 5xx answers are not kept, so the client
 // can try again with the same key. With a box, kept bodies are sealed
 // (webhook answers carry signing secrets, which are never stored in clear).
-func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time.Duration, box *secretbox.Box, log *slog.Logger) fiber.Handler {
+func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, wait time.Duration, box *secretbox.Box, log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		// checkFraming has held the key to its rules already.
 		key := c.Get("Idempotency-Key")
 		if c.Method() != fiber.MethodPost || key == "" {
 			return c.Next()
 		}
-		if rdb == nil || pool == nil {
+		if redisClient == nil || pool == nil {
 			return Unavailable("the idempotency store (Redis)")
 		}
 		sum := sha256.Sum256(append([]byte(c.Method()+" "+c.Path()+"\n"), c.Body()...))
 		digest := hex.EncodeToString(sum[:])
 		rkey := prefix + "idem:" + accountOf(c).String() + ":" + key
 		ctx := c.UserContext()
-		pending, _ := codec.Marshal(stored{State: "pending", Digest: digest})
+		marker, _ := codec.Marshal(stored{State: "pending", Digest: digest, Owner: uuid.NewString()})
+		pending := string(marker)
+		// release gives the key up, if this request still holds it.
+		release := func(ctx context.Context) {
+			if _, err := rdb.DeleteIfHolds(ctx, redisClient, rkey, pending); err != nil {
+				log.WarnContext(ctx, "idempotency key not released", "err", err)
+			}
+			redisClient.Publish(ctx, keyDone(rkey), "released")
+		}
 
 		// answer, once set, ends the request without running it: a replay
 		// of the kept response or a refusal.
@@ -64,19 +77,22 @@ func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time
 			for range 3 { // a key released or expired in between is tried again at once
 				// A pending marker lives briefly: a process that died
 				// mid-request does not block the key for a day.
-				ok, err := rdb.SetNX(ctx, rkey, pending, 2*time.Minute).Result()
+				ok, err := redisClient.SetNX(ctx, rkey, pending, 2*time.Minute).Result()
 				if err != nil && ctx.Err() != nil {
 					return false, ctx.Err() // the wait's time is up, not Redis
 				}
 				if err != nil {
 					log.WarnContext(ctx, "idempotency store unavailable", "err", err)
+					// The SETNX may have been applied with its reply lost:
+					// the marker would block the key for its 2 minutes.
+					release(ctx)
 					answer = func() error { return Unavailable("the idempotency store (Redis)") }
 					return true, nil
 				}
 				if ok {
 					return true, nil
 				}
-				raw, err := rdb.Get(ctx, rkey).Bytes()
+				raw, err := redisClient.Get(ctx, rkey).Bytes()
 				if errors.Is(err, redis.Nil) {
 					continue
 				}
@@ -89,7 +105,7 @@ func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time
 				}
 				var prev stored
 				if codec.Unmarshal(raw, &prev) != nil {
-					rdb.Del(ctx, rkey)
+					redisClient.Del(ctx, rkey)
 					continue
 				}
 				if prev.Digest != digest {
@@ -100,15 +116,22 @@ func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time
 					answer = func() error { return replay(c, box, prev) }
 					return true, nil
 				}
+				if string(raw) == pending {
+					return true, nil // its own: the SETNX was retried after a lost reply
+				}
 				return false, nil // the first request still runs
 			}
 			return false, nil
 		}
 		if done, _ := claim(ctx); !done {
 			// Another request holds the key: wait, woken by its end.
-			if err := awaitKey(ctx, rdb, rkey, wait, claim); err != nil {
-				if ctx.Err() != nil {
+			if err := awaitKey(ctx, redisClient, rkey, wait, claim); err != nil {
+				switch {
+				case ctx.Err() != nil:
 					return ctx.Err()
+				case !errors.Is(err, context.DeadlineExceeded):
+					log.WarnContext(ctx, "idempotency store unavailable", "err", err)
+					return Unavailable("the idempotency store (Redis)")
 				}
 				return &Error{Code: schemas.CodeIdempotencyInUse, RetryAfter: 1,
 					Message: "a request with this Idempotency-Key is still being processed; repeat it shortly"}
@@ -118,10 +141,9 @@ func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time
 			return answer()
 		}
 		legacy := prefix + "idemseed:" + accountOf(c).String() + ":" + key
-		seed, sent, err := commandSeed(ctx, pool, rdb, accountOf(c), key, legacy, digest)
+		seed, sent, err := commandSeed(ctx, pool, redisClient, accountOf(c), key, legacy, digest)
 		if err != nil {
-			rdb.Del(ctx, rkey)
-			rdb.Publish(ctx, keyDone(rkey), "released")
+			release(ctx)
 			return err
 		}
 		c.Locals(localSeed, seed)
@@ -144,8 +166,7 @@ func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time
 					log.WarnContext(bg, "idempotency seed not marked sent", "err", err)
 				}
 			}
-			rdb.Del(bg, rkey)
-			rdb.Publish(bg, keyDone(rkey), "released")
+			release(bg)
 			return nil
 		}
 		keep := stored{State: "done", Digest: digest, Status: status, Body: append([]byte(nil), c.Response().Body()...)}
@@ -157,10 +178,12 @@ func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time
 			keep.Body, keep.Sealed = nil, sealed
 		}
 		done, _ := codec.Marshal(keep)
-		if err := rdb.Set(bg, rkey, done, IdempotencyWindow).Err(); err != nil {
+		// Kept only over this request's own marker (or none): one that
+		// outlived its marker leaves the key to the request that took it.
+		if _, err := rdb.SetIfHolds(bg, redisClient, rkey, pending, string(done), IdempotencyWindow); err != nil {
 			log.WarnContext(bg, "idempotent response not stored", "err", err)
 		}
-		rdb.Publish(bg, keyDone(rkey), "done")
+		redisClient.Publish(bg, keyDone(rkey), "done")
 		return nil
 	}
 }
@@ -181,9 +204,9 @@ func idempotency(rdb *redis.Client, pool *pgxpool.Pool, prefix string, wait time
 //
 // The previous release kept seeds in Redis (legacy): a key first used
 // under it keeps that seed.
-func commandSeed(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, account uuid.UUID, key, legacy, digest string) (seed uuid.UUID, sent bool, err error) {
+func commandSeed(ctx context.Context, pool *pgxpool.Pool, redisClient *redis.Client, account uuid.UUID, key, legacy, digest string) (seed uuid.UUID, sent bool, err error) {
 	seed = uuid.New()
-	if prev, err := rdb.Get(ctx, legacy).Result(); err == nil {
+	if prev, err := redisClient.Get(ctx, legacy).Result(); err == nil {
 		if f := strings.Fields(prev); len(f) >= 2 && f[0] == digest {
 			if s, err := uuid.Parse(f[1]); err == nil {
 				seed, sent = s, len(f) > 2 && f[2] == "sent"
@@ -237,10 +260,10 @@ func keyDone(rkey string) string { return rkey + ":done" }
 
 // awaitKey waits up to limit for claim to settle the key, woken when the
 // request holding it announces its end (and at least every second).
-func awaitKey(ctx context.Context, rdb *redis.Client, rkey string, limit time.Duration, claim func(context.Context) (bool, error)) error {
+func awaitKey(ctx context.Context, redisClient *redis.Client, rkey string, limit time.Duration, claim func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	sub := rdb.Subscribe(ctx, keyDone(rkey))
+	sub := redisClient.Subscribe(ctx, keyDone(rkey))
 	defer sub.Close()
 	// Subscribed before the next look, so an end announced after it
 	// cannot be missed.

@@ -12,6 +12,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/codec"
+	"github.com/printpod/pod/internal/rdb"
 	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
 )
@@ -336,12 +337,10 @@ func (c *Creator) softDuplicate(ctx context.Context, d Draft, orderID, cmdID uui
 	return false, noop, nil
 }
 
-var releaseScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
-
 func (c *Creator) releaseClaim(key, value string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := releaseScript.Run(ctx, c.Redis, []string{key}, value).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := rdb.DeleteIfHolds(ctx, c.Redis, key, value); err != nil {
 		c.Log.Warn("releasing soft duplicate claim failed", "err", err)
 	}
 }

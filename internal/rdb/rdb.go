@@ -61,3 +61,28 @@ type slogPrintf struct{ log *slog.Logger }
 func (l slogPrintf) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
+
+// deleteIfHolds deletes KEYS[1] while it holds ARGV[1].
+var deleteIfHolds = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+// DeleteIfHolds deletes key while it still holds value (a claim of the
+// caller's, not one another took since its own ran out), and says whether
+// it did.
+func DeleteIfHolds(ctx context.Context, c redis.Scripter, key, value string) (bool, error) {
+	n, err := deleteIfHolds.Run(ctx, c, []string{key}, value).Int()
+	return n == 1, err
+}
+
+// setIfHolds sets KEYS[1] to ARGV[2] for ARGV[3] ms while it holds ARGV[1]
+// or nothing.
+var setIfHolds = redis.NewScript(`local v = redis.call("GET", KEYS[1])
+if v == false or v == ARGV[1] then redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[3]) return 1 end
+return 0`)
+
+// SetIfHolds sets key to value for ttl while key still holds old, or
+// nothing (old ran out and nobody took the key since), and says whether
+// it did.
+func SetIfHolds(ctx context.Context, c redis.Scripter, key, old, value string, ttl time.Duration) (bool, error) {
+	n, err := setIfHolds.Run(ctx, c, []string{key}, old, value, ttl.Milliseconds()).Int()
+	return n == 1, err
+}
