@@ -64,6 +64,12 @@ pod_consumer_dead_letters_total{consumer="delivery.sender"} 1
 `), "pod_consumer_dead_letters_total"); err != nil {
 		t.Error(err)
 	}
+	// Found by review: the dead-lettered record kept its claim on the task
+	// for 15 minutes, so the dead letter redriven within them (a copy at a
+	// new offset) skipped the attempt that was never made.
+	if !f.session.s.Marks.Claim(f.ctx, rec.Topic, rec.Partition, 97, task) {
+		t.Error("the redriven task found the dead-lettered record's claim and would skip its attempt")
+	}
 }
 
 // TestAPanicAfterTheOutcomeIsRecordedLeavesNoDeadLetter fails a delivery's

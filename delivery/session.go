@@ -444,7 +444,12 @@ func (ss *session) attemptRecovering(j job, sent func(time.Duration)) (err error
 			"delivery", j.task.DeliveryID, "err", cause, "stack", string(debug.Stack()))
 		err = nil
 		if !recorded {
-			err = ss.s.deadLetter(ss.ctx, j.rec, cause)
+			if err = ss.s.deadLetter(ss.ctx, j.rec, cause); err == nil {
+				if rerr := ss.s.Marks.Release(context.WithoutCancel(ss.ctx), j.task, j.tp.topic, j.tp.partition, j.offset); rerr != nil {
+					ss.s.Log.Warn("the dead-lettered task's claim was not released; a redrive within 15 minutes skips it",
+						"delivery", j.task.DeliveryID, "err", rerr)
+				}
+			}
 		}
 	}()
 	return ss.s.attempt(ss.ctx, j, sent, func() { recorded = true })

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/rdb"
 	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
 )
@@ -167,6 +168,15 @@ func (m *DoneMarks) Move(ctx context.Context, t schemas.DeliveryTask, topic stri
 	if errors.Is(err, redis.Nil) {
 		return nil // not this record's claim
 	}
+	return err
+}
+
+// Release gives up t's claim if the record at offset of topic's partition
+// holds it: its task was dead-lettered unattempted (its attempt panicked),
+// and the dead letter redriven within IDTTL must find the task unclaimed,
+// or it would skip the attempt that was never made.
+func (m *DoneMarks) Release(ctx context.Context, t schemas.DeliveryTask, topic string, partition int32, offset int64) error {
+	_, err := rdb.DeleteIfHolds(ctx, m.Redis, m.key(t), recordMark(topic, partition, offset))
 	return err
 }
 
