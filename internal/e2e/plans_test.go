@@ -16,14 +16,16 @@ import (
 // and deliveries: none may be read by a sequential scan on a request's or
 // a stage's path.
 var largeTables = []string{"orders", "order_state", "order_decisions", "order_push_attempts", "webhook_deliveries", "jobs",
-	"webhooks", "webhook_decisions", "store_queues", "order_batches", "order_batch_items"}
+	"webhooks", "webhook_decisions", "store_queues", "order_batches", "order_batch_items", "idempotency_seeds"}
 
 // TestOrderPathNeverScansLargeTables: with 100,000 rows already in each
 // large table (a service some months old), orders created one by one and
-// in a batch, pushed and delivered to a webhook, and a webhook created and
-// changed, read those tables through indexes only: no statement of a
-// create, a batch, a webhook command, a stage or the push worker turns
-// into a sequential scan as the tables grow. (The push worker's claim
+// in a batch, pushed and delivered to a webhook, a webhook created and
+// changed, a keyed create and a client's reads (the order list filtered,
+// windowed and paged, an order, its queue record, a cancel, the
+// deliveries) read those tables through indexes only: no statement of a
+// request, a stage or the push worker turns into a sequential scan as the
+// tables grow. (The push worker's claim
 // switches sequential scans off for its statement, so here it shows that
 // an index can serve it, not that the planner would choose one.)
 func TestOrderPathNeverScansLargeTables(t *testing.T) {
@@ -84,10 +86,40 @@ func TestOrderPathNeverScansLargeTables(t *testing.T) {
 	if r := d.client.Do("DELETE", "/v1/me/webhooks/"+other.ID.String(), nil); r.Status != 204 {
 		t.Fatalf("delete webhook: %d %s", r.Status, r.Body)
 	}
+	// A keyed create, and the reads a client makes: the order list
+	// (filtered, windowed, paged), an order, its queue record, a cancel
+	// refused, the webhook's deliveries.
+	body := []byte(fmt.Sprintf(`{"customer":{"email":"ada@example.com","first_name":"Ada","last_name":"Lovelace"},
+		"shipping_address":{"address1":"1 Main St","city":"Austin","province":"TX","country_code":"US","zip":"78701"},
+		"line_items":[{"variant_id":%q,"quantity":1,"sides":{"front_side":"https://img.example.com/plans-keyed.png"}}]}`, v.VariantID))
+	if r := postWithKey(t, d.client, "/v1/orders/pod", "k-plans", body); r.Status != 201 {
+		t.Fatalf("keyed create: %d %s", r.Status, r.Body)
+	}
+	first := olList(t, d.client, "limit=5")
+	if first.NextCursor == nil {
+		t.Fatal("test setup: one page of orders")
+	}
+	id := first.Data[0].OrderID.String()
+	now := time.Now().UTC()
+	for _, path := range []string{
+		"/v1/orders/pod?status=SUCCESS&limit=5",
+		"/v1/orders/pod?from=" + now.Add(-time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Hour).Format(time.RFC3339),
+		"/v1/orders/pod?limit=5&cursor=" + *first.NextCursor,
+		"/v1/orders/pod/" + id,
+		"/v1/orders/pod/" + id + "/queue",
+		"/v1/me/webhooks/" + w.ID.String() + "/deliveries?limit=5",
+	} {
+		if r := d.client.Get(path); r.Status != 200 {
+			t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	if r := d.client.Do("POST", "/v1/orders/pod/"+id+"/cancel", nil); r.Status != 409 {
+		t.Fatalf("cancel of a pushed order: %d %s", r.Status, r.Body)
+	}
 	after := settledSeqScans(t, d)
 	for _, table := range largeTables {
 		if n := after[table] - before[table]; n != 0 {
-			t.Errorf("%s was read by %d sequential scans while %d orders, one by one and in a batch, were pushed and delivered and a webhook was created, changed and deleted", table, n, orders+batched)
+			t.Errorf("%s was read by %d sequential scans while %d orders, one by one and in a batch, were pushed and delivered, a webhook was created, changed and deleted, and orders were read", table, n, orders+batched)
 		}
 	}
 }
@@ -127,6 +159,7 @@ func fillLargeTables(t *testing.T, d demoEnv, n int) {
 			SELECT gen_random_uuid(), gen_random_uuid(), 'https://filler.example/h', '{order.created}', true, 1, 's', now(), now()
 			FROM generate_series(1, $1)`,
 		`INSERT INTO webhook_decisions (command_id, webhook_id) SELECT gen_random_uuid(), gen_random_uuid() FROM generate_series(1, $1)`,
+		`INSERT INTO idempotency_seeds (account_id, key, digest, seed) SELECT gen_random_uuid(), 'k-' || g, 'd', gen_random_uuid() FROM generate_series(1, $1) g`,
 		`INSERT INTO store_queues (store_id, pending) SELECT gen_random_uuid(), 0 FROM generate_series(1, $1)`,
 		// Finished batches of 100 items each.
 		`INSERT INTO order_batches (batch_id, account_id, total) SELECT gen_random_uuid(), gen_random_uuid(), 100 FROM generate_series(1, $1 / 100)`,
