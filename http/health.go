@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -23,18 +24,30 @@ func healthz(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) }
 
 // readyz answers 200 when every dependency the service needs answers
 // within 2 seconds ("ready", or "degraded" when one it can do without
-// does not), else 503 ("not ready"). The body names the failing
-// dependency; the error itself (addresses and all) goes to the log only.
+// does not), else 503 ("not ready"). The checks run at once, each with its
+// own 2 seconds: one that hangs (a partitioned Redis) does not use up the
+// time of the others. The body names the failing dependency; the error
+// itself (addresses and all) goes to the log only.
 func readyz(checks []Check, log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
-		defer cancel()
+		errs := make([]error, len(checks))
+		var wg sync.WaitGroup
+		for i, ch := range checks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+				defer cancel()
+				errs[i] = ch.Check(ctx)
+			}()
+		}
+		wg.Wait()
 		results := fiber.Map{}
 		status, state := fiber.StatusOK, "ready"
-		for _, ch := range checks {
-			if err := ch.Check(ctx); err != nil {
+		for i, ch := range checks {
+			if err := errs[i]; err != nil {
 				results[ch.Name] = "unavailable"
-				log.WarnContext(ctx, "readiness check failed", "dependency", ch.Name, "err", err)
+				log.WarnContext(c.UserContext(), "readiness check failed", "dependency", ch.Name, "err", err)
 				switch {
 				case !ch.Degrades:
 					status, state = fiber.StatusServiceUnavailable, "not ready"

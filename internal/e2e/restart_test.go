@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,31 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	}
 	if r := c2.Get("/v1/stores"); r.Status != 200 {
 		t.Fatalf("reads without Redis (rate limit degrades): %d %s", r.Status, r.Body)
+	}
+
+	// Found by review: with a Redis that takes connections and never
+	// answers (a partition), its check used up the time the checks shared,
+	// and Kafka's then failed too: 503. Each check has its own time.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close() // held open, never answered, until the test ends
+		}
+	}()
+	cfg.RedisURL = "redis://" + silent.Addr().String() + "/0"
+	cfg.DataDir = t.TempDir()
+	hung := podtest.Start(t, cfg)
+	c3 := testenv.NewClient(t, "http://"+hung.Addr(), "")
+	if r := c3.Get("/readyz"); r.Status != 200 || !contains(r.Body, `"degraded"`) || !contains(r.Body, `"kafka":"ok"`) {
+		t.Fatalf("readyz with a Redis that never answers: %d %s; want 200, degraded, Kafka ok", r.Status, r.Body)
 	}
 }
 
