@@ -62,8 +62,11 @@ func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, w
 		ctx := c.UserContext()
 		marker, _ := codec.Marshal(stored{State: "pending", Digest: digest, Owner: uuid.NewString()})
 		pending := string(marker)
-		// release gives the key up, if this request still holds it.
+		// release gives the key up, if this request still holds it, whether
+		// or not the request's own context has ended.
 		release := func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
 			if _, err := rdb.DeleteIfHolds(ctx, redisClient, rkey, pending); err != nil {
 				log.WarnContext(ctx, "idempotency key not released", "err", err)
 			}
@@ -79,6 +82,7 @@ func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, w
 				// mid-request does not block the key for a day.
 				ok, err := redisClient.SetNX(ctx, rkey, pending, 2*time.Minute).Result()
 				if err != nil && ctx.Err() != nil {
+					release(ctx)            // it may have been applied, its reply cut off
 					return false, ctx.Err() // the wait's time is up, not Redis
 				}
 				if err != nil {
@@ -140,10 +144,17 @@ func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, w
 		if answer != nil {
 			return answer()
 		}
+		// The key is this request's from here: every way out, a panic
+		// included, stores its answer or gives the key up.
+		kept := false
+		defer func() {
+			if !kept {
+				release(ctx)
+			}
+		}()
 		legacy := prefix + "idemseed:" + accountOf(c).String() + ":" + key
 		seed, sent, err := commandSeed(ctx, pool, redisClient, accountOf(c), key, legacy, digest)
 		if err != nil {
-			release(ctx)
 			return err
 		}
 		c.Locals(localSeed, seed)
@@ -166,8 +177,7 @@ func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, w
 					log.WarnContext(bg, "idempotency seed not marked sent", "err", err)
 				}
 			}
-			release(bg)
-			return nil
+			return nil // not kept: the key is given up
 		}
 		keep := stored{State: "done", Digest: digest, Status: status, Body: append([]byte(nil), c.Response().Body()...)}
 		if box != nil {
@@ -182,7 +192,9 @@ func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, w
 		// outlived its marker leaves the key to the request that took it.
 		if _, err := rdb.SetIfHolds(bg, redisClient, rkey, pending, string(done), IdempotencyWindow); err != nil {
 			log.WarnContext(bg, "idempotent response not stored", "err", err)
+			return nil // given up: a repeat runs again, under the same commands
 		}
+		kept = true
 		redisClient.Publish(bg, keyDone(rkey), "done")
 		return nil
 	}
@@ -203,11 +215,15 @@ func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, w
 // against what may have changed since.
 //
 // The previous release kept seeds in Redis (legacy): a key first used
-// under it keeps that seed.
+// under it keeps that seed, and its body.
 func commandSeed(ctx context.Context, pool *pgxpool.Pool, redisClient *redis.Client, account uuid.UUID, key, legacy, digest string) (seed uuid.UUID, sent bool, err error) {
 	seed = uuid.New()
 	if prev, err := redisClient.Get(ctx, legacy).Result(); err == nil {
-		if f := strings.Fields(prev); len(f) >= 2 && f[0] == digest {
+		f := strings.Fields(prev)
+		if len(f) >= 2 && f[0] != digest {
+			return uuid.Nil, false, keyReused()
+		}
+		if len(f) >= 2 {
 			if s, err := uuid.Parse(f[1]); err == nil {
 				seed, sent = s, len(f) > 2 && f[2] == "sent"
 			}
