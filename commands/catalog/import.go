@@ -108,7 +108,9 @@ func Import(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.N
 // the product as the catalog has it, variants included, in status
 // ARCHIVED (an event states a whole product).
 func archiveMissing(ctx context.Context, pool *pgxpool.Pool, account uuid.UUID, f File, now time.Time) ([]Keyed, error) {
-	var stores, listed []uuid.UUID
+	// Empty, not nil: pgx sends a nil slice as NULL, and "<> ALL(NULL)"
+	// matches no product, so a store listed with none would archive none.
+	stores, listed := []uuid.UUID{}, []uuid.UUID{}
 	for _, s := range f.Stores {
 		sid := s.id(account)
 		stores = append(stores, sid)

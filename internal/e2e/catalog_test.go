@@ -338,6 +338,15 @@ func TestAnImportThatArchivesMissingProductsMakesThemUnorderable(t *testing.T) {
 	if res := importWith(t, d, account, file("New Tee", "Plain Tee"), catalog.Options{ArchiveMissing: true}); res.Archived != 0 {
 		t.Fatalf("a repeat archived %d products again", res.Archived)
 	}
+	// Found by review: a store listed with no products archived none of
+	// them (an empty id list went to Postgres as NULL).
+	if res := importWith(t, d, account, file(), catalog.Options{ArchiveMissing: true}); res.Archived != 2 {
+		t.Fatalf("a file listing the store with no products archived %d, want its 2 products", res.Archived)
+	}
+	want = map[string]string{"Old Tee": "ARCHIVED", "New Tee": "ARCHIVED", "Plain Tee": "ARCHIVED"}
+	if got := statuses(storeID); !maps.Equal(got, want) {
+		t.Fatalf("products %v, want %v", got, want)
+	}
 }
 
 func TestTenantIsolation(t *testing.T) {
