@@ -50,8 +50,9 @@ type Created struct {
 	OrderID  uuid.UUID
 	Details  schemas.OrderDetails
 	// Repeat says the command was decided before (a keyed request or a
-	// batch item worked again): Draft and Details are today's reading of
-	// the request, not what was decided (prices may have changed since).
+	// batch item worked again): only Decision and OrderID are set; the
+	// order is as the read model holds it (prices may have changed since
+	// it was priced, so the request is not read again).
 	Repeat bool
 }
 
@@ -197,25 +198,11 @@ func (c *Creator) draft(ctx context.Context, in CreateInput) (Draft, uuid.UUID, 
 
 // decided answers a create whose command was decided before (a batch item
 // or a keyed request worked again) from that decision: the order it
-// created, or the refusal it met. The draft of the answer shapes only a
-// 201 built without the read model: the request's own when it still
-// validates to the same order, else the order's store and reference as the
-// decider keeps them.
+// created (a Repeat, which the caller answers from the read model, never
+// from the request as read today), or the refusal it met.
 func (c *Creator) decided(ctx context.Context, in CreateInput, dec Decision) (Created, error) {
 	if dec.Accepted() {
-		created := Created{Decision: dec, OrderID: dec.OrderID, Repeat: true}
-		if draft, orderID, err := c.draft(ctx, in); err == nil && orderID == dec.OrderID {
-			if details, err := detailsOf(draft, in.Via, orderID, false); err == nil {
-				created.Draft, created.Details = draft, details
-				return created, nil
-			}
-		}
-		st, _, err := LoadState(ctx, c.Bus.Pool, in.AccountID, dec.OrderID)
-		if err != nil {
-			return Created{}, err
-		}
-		created.Draft = Draft{StoreID: st.Order.StoreID, ReferenceID: st.Order.ReferenceID}
-		return created, nil
+		return Created{Decision: dec, OrderID: dec.OrderID, Repeat: true}, nil
 	}
 	var reference string
 	if dec.Code == schemas.CodeDuplicateReference {
