@@ -68,8 +68,7 @@ func (ls *leases) hold(ctx context.Context, j jobs.Job, from time.Time) *leased 
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	ls.mu.Lock()
 	if old := ls.held[j.ID]; old != nil {
-		old.timer.Stop()
-		old.cancel() // a lease of ours that ran out and was claimed again
+		ls.drop(old) // a lease of ours that ran out and was claimed again
 	}
 	ls.held[j.ID] = l
 	l.timer = time.AfterFunc(time.Until(l.until)-ls.margin, func() { ls.expire(l) })
@@ -80,10 +79,15 @@ func (ls *leases) hold(ctx context.Context, j jobs.Job, from time.Time) *leased 
 // end stops keeping l: the push is over, or left to the job's next lease.
 func (ls *leases) end(l *leased) {
 	ls.mu.Lock()
+	ls.drop(l)
+	ls.mu.Unlock()
+}
+
+// drop stops keeping l and ends its push's context; ls.mu is held.
+func (ls *leases) drop(l *leased) {
 	if ls.held[l.job.ID] == l {
 		delete(ls.held, l.job.ID)
 	}
-	ls.mu.Unlock()
 	l.timer.Stop()
 	l.cancel()
 }
@@ -96,16 +100,12 @@ func (ls *leases) expire(l *leased) {
 		ls.mu.Unlock()
 		return
 	}
-	mine := ls.held[l.job.ID] == l
-	if mine {
-		delete(ls.held, l.job.ID)
-	}
-	ls.mu.Unlock()
-	if mine {
+	if ls.held[l.job.ID] == l {
 		ls.log.Warn("a push's lease could not be renewed; stopping it before another worker may take it",
 			"order", l.job.ID, "lease_end", l.until)
 	}
-	l.cancel()
+	ls.drop(l)
+	ls.mu.Unlock()
 }
 
 // run renews leases until ctx ends; then every push held stops.
@@ -116,10 +116,8 @@ func (ls *leases) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			ls.mu.Lock()
-			for id, l := range ls.held {
-				delete(ls.held, id)
-				l.timer.Stop()
-				l.cancel()
+			for _, l := range ls.held {
+				ls.drop(l)
 			}
 			ls.mu.Unlock()
 			return
@@ -174,9 +172,7 @@ func (ls *leases) renew(ctx context.Context) {
 	}
 	for _, id := range lost {
 		if l := still(id); l != nil {
-			delete(ls.held, id)
-			l.timer.Stop()
-			l.cancel()
+			ls.drop(l)
 		}
 	}
 }

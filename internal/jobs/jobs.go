@@ -167,11 +167,15 @@ func Claim(ctx context.Context, tx pgx.Tx, queue string, n int, lease time.Durat
 	return out, nil
 }
 
+// underLease finds the jobs ($2) of queue $1 whose due time is still the
+// one their lease set ($3). The id list is given twice so the primary key
+// serves it whatever the join order.
+const underLease = `SELECT j.id FROM jobs j JOIN unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease) ON j.id = l.id AND j.due_at = l.lease
+	WHERE j.queue = $1 AND j.id = ANY($2)`
+
 // holdLeased locks the jobs whose due time is still the one their lease
-// set. The id list is given twice so the primary key serves it whatever
-// the join order.
-const holdLeased = `SELECT j.id FROM jobs j JOIN unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease) ON j.id = l.id AND j.due_at = l.lease
-	WHERE j.queue = $1 AND j.id = ANY($2) FOR UPDATE OF j`
+// set.
+const holdLeased = underLease + ` FOR UPDATE OF j`
 
 // Hold locks, in tx, those of the leased jobs (as Claim returned them)
 // that are still under that lease, and says which: their due time is still
@@ -202,11 +206,11 @@ func Hold(ctx context.Context, tx pgx.Tx, queue string, leased []Job) (map[uuid.
 // decider writing the job, a claim), and tells of each job given whether
 // it was renewed (its new due time), or is still as the holder left it (in
 // the statement's snapshot: locked, not renewed this time). A job neither
-// renewed nor still as left was ended or leased by another. The id list
-// is given twice so the primary key serves it whatever the join order.
-const renewLeased = `WITH held AS (
-		SELECT j.id FROM jobs j JOIN unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease) ON j.id = l.id AND j.due_at = l.lease
-		WHERE j.queue = $1 AND j.id = ANY($2) FOR UPDATE OF j SKIP LOCKED),
+// renewed nor still as left was ended or leased by another. A renewal
+// committed whose answer did not come back leaves its holder with the old
+// due time: the next renewal finds the job lost and its push is stopped,
+// to be taken over (a call made twice, never two at once).
+const renewLeased = `WITH held AS (` + underLease + ` FOR UPDATE OF j SKIP LOCKED),
 	renewed AS (UPDATE jobs j SET due_at = now() + $4::interval FROM held WHERE j.queue = $1 AND j.id = held.id RETURNING j.id, j.due_at)
 	SELECT l.id, r.due_at, j.id IS NOT NULL
 	FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease)
