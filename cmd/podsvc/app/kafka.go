@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -17,7 +18,8 @@ import (
 func (a *App) kafkaMetrics(clientID string) []kgo.Opt {
 	m := kprom.NewMetrics("pod_kafka", kprom.Registerer(kpromRegisterer{a.Registry}), kprom.WithClientLabel(),
 		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Records, kprom.Batches, kprom.UncompressedBytes))
-	return []kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(m, a.brokerMetrics.hook(clientID))}
+	return []kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(m, a.brokerMetrics.hook(clientID)),
+		kgo.WithLogger(kafka.Logger(a.Log.With("client", clientID)))}
 }
 
 // groupMember is kafkaMetrics plus the group timing of every consumer-group
