@@ -230,14 +230,7 @@ func TestAKeyedRepeatWhileTheReadModelLagsIsNotPricedAnew(t *testing.T) {
 	}
 	sh.setPriced(t, d, "ACTIVE", "99")
 	ctx := context.Background()
-	tx, err := d.app.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN EXCLUSIVE MODE`); err != nil { // the order projector stalls
-		t.Fatal(err)
-	}
+	release := stallOrderProjector(t, d)
 	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider} })
 	id := order.OrderID(sh.store, "keyed-lag")
 	testenv.Eventually(t, 60*time.Second, func() error {
@@ -249,7 +242,7 @@ func TestAKeyedRepeatWhileTheReadModelLagsIsNotPricedAnew(t *testing.T) {
 	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-lag", body); r.Status != 503 || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("the repeat while the read model lags: %d %s; want 503 with Retry-After", r.Status, r.Body)
 	}
-	_ = tx.Rollback(ctx)
+	release()
 	var got, stored struct {
 		OrderID uuid.UUID       `json:"order_id"`
 		Pricing json.RawMessage `json:"pricing"`

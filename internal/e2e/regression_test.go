@@ -242,22 +242,30 @@ func TestForcedOrderClaimsItsContent(t *testing.T) {
 	}
 }
 
+// stallOrderProjector holds the orders table locked against writes (a slow
+// projector, a replay, a lock wait) until the returned func, or the
+// test's end: the order read model lags while reads still answer.
+func stallOrderProjector(t *testing.T, d demoEnv) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := d.app.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() { _ = tx.Rollback(ctx) }
+}
+
 // Finding: a 201 is returned while the read model lags, and the GET that
 // follows answers 404.
 // While the read model lags behind a 201, a GET does not answer 404.
 func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
 	d := startDemo(t, noPusher)
 	v := d.variant(t, "ACTIVE", "tshirt")
-	ctx := context.Background()
-	tx, err := d.app.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	// Stall the order projector (a slow projector, a replay, a lock wait).
-	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := stallOrderProjector(t, d)
 	r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "lag-1", 1))
 	if r.Status != 201 {
 		t.Fatalf("create: %d %s", r.Status, r.Body)
@@ -270,7 +278,7 @@ func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
 	if g.Status != 503 || g.Header.Get("Retry-After") == "" {
 		t.Fatalf("GET while the read model lags: %d %s", g.Status, g.Body)
 	}
-	_ = tx.Rollback(ctx)
+	release()
 	testenv.Eventually(t, 20*time.Second, func() error {
 		if g := d.client.Get("/v1/orders/pod/" + o.OrderID.String()); g.Status != 200 {
 			return testenv.Errorf("GET after the read model caught up: %d %s", g.Status, g.Body)
@@ -286,15 +294,7 @@ func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
 func TestACommandAppliedWhileTheReadModelLagsIsNotAFailure(t *testing.T) {
 	d := startDemo(t, noPusher)
 	v := d.variant(t, "ACTIVE", "tshirt")
-	ctx := context.Background()
-	tx, err := d.app.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN EXCLUSIVE MODE`); err != nil { // the order projector stalls
-		t.Fatal(err)
-	}
+	release := stallOrderProjector(t, d)
 	r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "lag-cancel", 1))
 	if r.Status != 201 {
 		t.Fatalf("create: %d %s", r.Status, r.Body)
@@ -304,7 +304,7 @@ func TestACommandAppliedWhileTheReadModelLagsIsNotAFailure(t *testing.T) {
 	if c := d.client.Do("POST", "/v1/orders/pod/"+o.OrderID.String()+"/cancel", nil); c.Status != 503 || c.Header.Get("Retry-After") == "" {
 		t.Fatalf("cancel while the read model lags: %d %s; want 503 with Retry-After", c.Status, c.Body)
 	}
-	_ = tx.Rollback(ctx)
+	release()
 	testenv.Eventually(t, 20*time.Second, func() error {
 		var got orderrm.Order
 		if g := d.client.Get("/v1/orders/pod/" + o.OrderID.String()); g.Status != 200 || json.Unmarshal(g.Body, &got) != nil || got.Status != "CANCELLED" {
