@@ -18,8 +18,11 @@ import (
 func (a *App) kafkaMetrics(clientID string) []kgo.Opt {
 	m := kprom.NewMetrics("pod_kafka", kprom.Registerer(kpromRegisterer{a.Registry}), kprom.WithClientLabel(),
 		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Records, kprom.Batches, kprom.UncompressedBytes))
-	return []kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(m, a.brokerMetrics.hook(clientID)),
-		kgo.WithLogger(kafka.Logger(a.Log.With("client", clientID)))}
+	opts := []kgo.Opt{kgo.ClientID(clientID), kgo.WithHooks(m, a.brokerMetrics.hook(clientID))}
+	if a.Log != nil {
+		opts = append(opts, kgo.WithLogger(kafka.Logger(a.Log.With("client", clientID))))
+	}
+	return opts
 }
 
 // groupMember is kafkaMetrics plus the group timing of every consumer-group
