@@ -30,9 +30,9 @@ import (
 // that decides the command, so the worker only leases jobs and sends
 // commands. A decided start leaves the job as it was, leased to the worker
 // that makes the call, which keeps the lease renewed until the outcome is
-// sent (leases); if that worker stops before, the lease runs out (within
-// lease) and the next worker takes the call over: it sends start_push
-// again, and the decider announces the decision it made. Every
+// decided (leases); if that worker stops before, the lease runs out
+// (within lease) and the next worker takes the call over: it sends
+// start_push again, and the decider announces the decision it made. Every
 // command id derives from the job's order, step and attempt, so a step
 // worked twice (a lease that ran out, a crash) sends a command the decider
 // already decided, and a call made twice uses the same idempotency key.
