@@ -34,10 +34,10 @@ require (
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/shopspring/decimal v1.4.0
 	github.com/spf13/cobra v1.8.0
-	github.com/twmb/franz-go v1.22.2
+	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.18.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
-	github.com/twmb/franz-go/pkg/kmsg v1.15.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/twmb/franz-go/plugin/kprom v1.5.0
 	github.com/valyala/fasthttp v1.51.0
 	go.uber.org/goleak v1.3.0
