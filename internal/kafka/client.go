@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/printpod/pod/internal/wait"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ErrNoBroker means no broker address is configured and no embedded broker's
@@ -116,7 +118,73 @@ func EnsureTopics(ctx context.Context, cl *kgo.Client, spec TopicSpec, topics ..
 			return fmt.Errorf("create topic %s: %w", t.Topic, t.Err)
 		}
 	}
-	return nil
+	return waitKnown(ctx, cl, topics)
+}
+
+// knownPoll is how often waitKnown asks the brokers again.
+const knownPoll = 100 * time.Millisecond
+
+// waitKnown returns once every broker's metadata has each of topics with
+// a leader for every partition. A broker learns of a topic a moment after
+// the controller created it, and a record sent to one that has not yet
+// fails with UNKNOWN_TOPIC_OR_PARTITION once the client has asked a few
+// times: on a busy cluster, a service that produced right after creating
+// its topics (the demo catalog, at start) failed to start.
+func waitKnown(ctx context.Context, cl *kgo.Client, topics []string) error {
+	var missing string
+	err := wait.Until[struct{}](ctx, nil, knownPoll, true, func(ctx context.Context) (bool, error) {
+		brokers, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, b := range brokers.Brokers {
+			t, err := unknownTo(ctx, cl.Broker(int(b.NodeID)), topics)
+			if err != nil {
+				return false, err
+			}
+			if t != "" {
+				missing = fmt.Sprintf("%s (broker %d)", t, b.NodeID)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil && missing != "" {
+		return fmt.Errorf("topic %s not known to every broker: %w", missing, err)
+	}
+	return err
+}
+
+// unknownTo returns the first of topics broker does not know yet, with
+// all its partitions led, or "".
+func unknownTo(ctx context.Context, broker *kgo.Broker, topics []string) (string, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, broker)
+	if err != nil {
+		return "", err
+	}
+	known := make(map[string]bool, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.ErrorCode != 0 || len(t.Partitions) == 0 {
+			continue
+		}
+		led := true
+		for _, p := range t.Partitions {
+			led = led && p.ErrorCode == 0 && p.Leader >= 0
+		}
+		known[*t.Topic] = led
+	}
+	for _, t := range topics {
+		if !known[t] {
+			return t, nil
+		}
+	}
+	return "", nil
 }
 
 // DropPrefixed deletes the topics and consumer groups whose names start
