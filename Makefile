@@ -1,6 +1,8 @@
 GO            ?= go
 STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-TEST_FLAGS    ?= -race -count=1 -timeout 15m
+# -parallel 4: the end-to-end tests that mostly wait (internal/e2e's waitsMostly) and the
+# live Prometheus test's three stacks run four at a time, not two (GOMAXPROCS) at a time
+TEST_FLAGS    ?= -race -count=1 -timeout 15m -parallel 4
 export GOFLAGS ?= -buildvcs=false
 
 .PHONY: run test lint bench services build fmt fuzz-short docs test-realkafka

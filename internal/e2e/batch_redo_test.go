@@ -26,10 +26,11 @@ import (
 // order it created (201 and that order's id), not as the 400 a fresh create
 // of its body would answer now.
 func TestBatchItemWorkedAgainAnswersFromItsDecision(t *testing.T) {
-	t.Run("decided before the item is worked again", func(t *testing.T) { batchItemRedo(t, true) })
+	waitsMostly(t)
+	t.Run("decided before the item is worked again", func(t *testing.T) { waitsMostly(t); batchItemRedo(t, true) })
 	// Found by review: the second work found no decision yet, validated
 	// the body against today's catalog, and stored the 400.
-	t.Run("worked again while still undecided", func(t *testing.T) { batchItemRedo(t, false) })
+	t.Run("worked again while still undecided", func(t *testing.T) { waitsMostly(t); batchItemRedo(t, false) })
 }
 
 // batchItemRedo plays an item whose create is on the log undecided while
@@ -222,6 +223,7 @@ func (sh shelf) setPriced(t *testing.T, d demoEnv, status, price string) {
 // priced): found by review. It is 503, catching up, and once the read
 // model holds the order, the 201 is the order as it was priced.
 func TestAKeyedRepeatWhileTheReadModelLagsIsNotPricedAnew(t *testing.T) {
+	waitsMostly(t)
 	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
 	sh := newShelf(t, d)
 	body, _ := json.Marshal(tshirtOrder(sh.variant, "keyed-lag", 1))
@@ -265,6 +267,7 @@ func TestAKeyedRepeatWhileTheReadModelLagsIsNotPricedAnew(t *testing.T) {
 // since: found by review, the repeat validated the body again and kept a
 // 400 for 24 h for an order the decider then created.
 func TestAKeyedCreateRepeatedWhileUndecidedWaitsForItsDecision(t *testing.T) {
+	waitsMostly(t)
 	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
 	sh := newShelf(t, d)
 	body, _ := json.Marshal(tshirtOrder(sh.variant, "keyed-redo", 1))

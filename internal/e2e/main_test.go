@@ -42,6 +42,14 @@ var (
 	podctlBinary = &podtest.Binary{Pkg: "github.com/printpod/pod/cmd/podctl"}
 )
 
+// waitsMostly marks a test that spends most of its time waiting on the
+// service's own clocks (a create's 10 s wait, a slow receiver, a batch
+// run's retry delay, a stalled stage) or on Postgres, not on this
+// process's CPU. Such tests run beside one another once the rest of the
+// package has run (go test's -parallel bounds how many at once): each has
+// a podsvc, a database, a Redis prefix and topics of its own.
+func waitsMostly(t *testing.T) { t.Parallel() }
+
 // demoEnv is a running podsvc with the demo catalog projected.
 type demoEnv struct {
 	app    *app.App

@@ -29,6 +29,7 @@ var largeTables = []string{"orders", "order_state", "order_decisions", "order_pu
 // switches sequential scans off for its statement, so here it shows that
 // an index can serve it, not that the planner would choose one.)
 func TestOrderPathNeverScansLargeTables(t *testing.T) {
+	waitsMostly(t)
 	rc := newReceiver(t)
 	d := startDemo(t, fastPushes, allow(rc))
 	w := createWebhook(t, d.client, rc.url("/hooks"))

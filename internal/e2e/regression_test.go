@@ -28,6 +28,7 @@ import (
 // A create that got an undecided 503, repeated with its Idempotency-Key
 // once the decider runs, answers for the same order; nothing is created twice.
 func TestUndecidedCreateRepeatedWithSameIdempotencyKey(t *testing.T) {
+	waitsMostly(t)
 	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
 	v := d.variant(t, "ACTIVE", "tshirt")
 	withRef, _ := json.Marshal(tshirtOrder(v.VariantID, "undecided-1", 1))
@@ -263,6 +264,7 @@ func stallOrderProjector(t *testing.T, d demoEnv) (release func()) {
 // follows answers 404.
 // While the read model lags behind a 201, a GET does not answer 404.
 func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
+	waitsMostly(t)
 	d := startDemo(t, noPusher)
 	v := d.variant(t, "ACTIVE", "tshirt")
 	release := stallOrderProjector(t, d)
@@ -292,6 +294,7 @@ func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
 // found it CANCELLED. It answers 503 catching up, with Retry-After; a
 // repeat then answers from the read model.
 func TestACommandAppliedWhileTheReadModelLagsIsNotAFailure(t *testing.T) {
+	waitsMostly(t)
 	d := startDemo(t, noPusher)
 	v := d.variant(t, "ACTIVE", "tshirt")
 	release := stallOrderProjector(t, d)

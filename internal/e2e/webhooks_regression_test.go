@@ -96,6 +96,7 @@ func TestDeliveryTaskTwiceOnTheLogSentOnce(t *testing.T) {
 // slow endpoint does not stop a healthy endpoint's delivery: past 256
 // waiting tasks an endpoint's further tasks are deferred to the first tier.
 func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
+	waitsMostly(t)
 	slow, healthy := newReceiver(t), newReceiver(t)
 	slow.delay = func(received) time.Duration { return 30 * time.Second }
 	d := startDemo(t, allow(slow, healthy))

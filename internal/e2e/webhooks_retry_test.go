@@ -82,6 +82,7 @@ func failingWebhook(t *testing.T, step time.Duration, code int) (*receiver, demo
 // id, each after its tier's wait, then failed and on the DLQ. A manual
 // resend starts a new run with the same event id.
 func TestWebhookRetriesReachSevenAttempts(t *testing.T) {
+	waitsMostly(t)
 	rc := newReceiver(t)
 	rc.respond = func(received, int) int { return 500 }
 	d := startDemo(t, allow(rc), webhookDelays(time.Second, time.Second, time.Second, time.Second, time.Second, time.Second))
@@ -185,6 +186,7 @@ func readTopic(t *testing.T, brokers []string, topic string, n int) []*kgo.Recor
 // still pending then is cancelled and not counted, and a re-activation
 // starts from 0.
 func TestWebhookAutoDisableAtTen(t *testing.T) {
+	waitsMostly(t)
 	rc, d, w := failingWebhook(t, 30*time.Millisecond, 503)
 
 	var first []deliveryrm.Record
@@ -273,6 +275,7 @@ func TestWebhookAutoDisableAtTen(t *testing.T) {
 // answers at once. Every delivery to the healthy one succeeds while the
 // slow one's first requests are still being held.
 func TestWebhookSlowEndpointDoesNotDelayOthers(t *testing.T) {
+	waitsMostly(t)
 	slow, healthy := newReceiver(t), newReceiver(t)
 	slow.delay = func(received) time.Duration { return 12 * time.Second }
 	d := startDemo(t, allow(slow, healthy))
@@ -459,6 +462,7 @@ func TestRacingResendsMakeOneRun(t *testing.T) {
 // Another webhook's deliveries go on meanwhile. A rotation gives the
 // webhook a secret the service can open, and a resend then delivers.
 func TestAWebhookWhoseSecretWillNotOpenFailsItsDeliveriesAndHoldsUpNoOther(t *testing.T) {
+	waitsMostly(t)
 	rc := newReceiver(t)
 	d := startDemo(t, allow(rc), webhookDelays(time.Second, time.Second, time.Second, time.Second, time.Second, time.Second))
 	sealed := createWebhook(t, d.client, rc.url("/sealed"))
