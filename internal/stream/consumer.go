@@ -480,7 +480,7 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		}
 		part = part[i:]
 		if len(part) > 0 && part[0].Offset > stored[k] {
-			if err := r.behind(ctx, c, logStart, k, stored[k]); err != nil {
+			if err := r.behind(ctx, c, logStart, k, stored[k], part[0].Offset); err != nil {
 				return nil, err
 			}
 		}
@@ -587,16 +587,20 @@ func keyColumns(keys []tp) ([]string, []int32) {
 	return topics, parts
 }
 
-// behind decides what to do when the records fetched for k start past its
-// stored offset: a replay rewound it, so re-read from there (errRejoin),
-// unless the log no longer holds the records in between (retention deleted
-// them), which is logged and passed over.
-func (r *Runner) behind(ctx context.Context, c Consumer, logStart logStartFunc, k tp, stored int64) error {
+// behind decides what to do when the records fetched for k start at first,
+// past its stored offset. While the log still holds records in between,
+// the consumer re-reads from the stored offset (errRejoin): a replay
+// rewound it, or cleared it while this member was fetching further on.
+// Only when the records in between are gone (retention deleted them, so
+// first is the log's start) does it go on, logging the gap; a stored
+// offset before the log's start is reset to the start on the re-read, so
+// the next batch is that case.
+func (r *Runner) behind(ctx context.Context, c Consumer, logStart logStartFunc, k tp, stored, first int64) error {
 	start, err := logStart(ctx, k.topic, k.partition)
 	if err != nil {
 		return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
 	}
-	if stored >= start {
+	if stored >= start || first > start {
 		return errRejoin
 	}
 	r.Log.Warn("records before the log start are gone; continuing", "consumer", c.Name,

@@ -232,6 +232,19 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 	if _, err := runner.apply(ctx, c, logStart, fresh); !errors.Is(err, errRejoin) {
 		t.Fatalf("first batch starting past 0: %v, want errRejoin", err)
 	}
+	// Found by review: a replay clears the offsets of a log retention has
+	// truncated (it starts at 2) while a member fetches at 3. The record
+	// at 2 is still there: the member re-reads, rather than rebuilding the
+	// read model from where it happened to be.
+	truncated := func(context.Context, string, int32) (int64, error) { return 2, nil }
+	if _, err := runner.apply(ctx, c, truncated, fresh); !errors.Is(err, errRejoin) {
+		t.Fatalf("a batch past the start of a truncated log, offsets cleared: %v, want errRejoin", err)
+	}
+	// The re-read is reset to the log's start, where it goes on.
+	fromStart := []*kgo.Record{{Topic: topic, Partition: 2, Offset: 2, Value: []byte("g")}, fresh[0]}
+	if applied, err := runner.apply(ctx, c, truncated, fromStart); err != nil || len(applied) != 2 {
+		t.Fatalf("the re-read from the truncated log's start: %v, applied %d", err, len(applied))
+	}
 }
 
 // TestConcurrentAppliesOfOneBatchApplyOnce runs the same never-seen batch

@@ -113,7 +113,7 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logStart logStartFu
 	case stored < rec.Offset:
 		// Rewound under us (re-read), or the first record after a gap
 		// retention left, as in apply.
-		if err := r.behind(ctx, c, logStart, k, stored); err != nil {
+		if err := r.behind(ctx, c, logStart, k, stored, rec.Offset); err != nil {
 			return false, err
 		}
 	}
