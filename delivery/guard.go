@@ -547,6 +547,9 @@ func (g *Guard) Client(timeout time.Duration, inFlight int) *fasthttp.Client {
 		ReadTimeout:         timeout,
 		WriteTimeout:        timeout,
 		MaxResponseBodySize: ResponseBodyLimit,
+		// The buffer holds the status line and headers; fasthttp's 4 KiB
+		// would fail a 2xx that sets a long policy header or cookies.
+		ReadBufferSize: ResponseHeaderLimit,
 		// A request on a kept connection the endpoint has just closed
 		// fails before any answer; it is sent once more, on a new one.
 		MaxIdemponentCallAttempts: 2,
@@ -557,3 +560,7 @@ func (g *Guard) Client(timeout time.Duration, inFlight int) *fasthttp.Client {
 
 // ResponseBodyLimit is how much of an endpoint's answer is read.
 const ResponseBodyLimit = 64 << 10
+
+// ResponseHeaderLimit is how large an answer's status line and headers
+// may be.
+const ResponseHeaderLimit = 64 << 10

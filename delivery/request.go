@@ -29,6 +29,10 @@ func (s *Sender) send(hook *Hook, t schemas.DeliveryTask) (code int, failure str
 		fasthttp.ReleaseResponse(resp)
 	}()
 	req.SetRequestURI(hook.URL)
+	if len(req.URI().PathOriginal()) == 0 {
+		// https://host?x=1 would go out as "POST ?x=1", which servers refuse.
+		req.URI().SetPath("/")
+	}
 	req.Header.SetMethod(fasthttp.MethodPost)
 	ts := time.Now().Unix()
 	tsText := strconv.FormatInt(ts, 10)
@@ -84,6 +88,8 @@ func describe(err error, timeout time.Duration) string {
 		return "connection reset by the endpoint"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrConnectionClosed):
 		return "the endpoint closed the connection without a response"
+	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+		return fmt.Sprintf("the response's headers are over %d KiB", ResponseHeaderLimit>>10)
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {

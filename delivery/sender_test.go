@@ -35,6 +35,19 @@ func TestSendOutcomes(t *testing.T) {
 			}
 		case "/slow":
 			time.Sleep(300 * time.Millisecond)
+		case "/":
+			if r.URL.RawQuery == "x=1" {
+				w.WriteHeader(204)
+				return
+			}
+			w.WriteHeader(500)
+		case "/bigheaders", "/hugeheaders":
+			n := 8 << 10 // a long policy header, as some endpoints send
+			if r.URL.Path == "/hugeheaders" {
+				n = ResponseHeaderLimit + 1
+			}
+			w.Header().Set("Content-Security-Policy", strings.Repeat("a", n))
+			w.WriteHeader(200)
 		default:
 			w.WriteHeader(500)
 		}
@@ -53,6 +66,9 @@ func TestSendOutcomes(t *testing.T) {
 		failure string
 	}{
 		{srv.URL + "/ok", 204, ""},
+		{srv.URL + "?x=1", 204, ""}, // no path: sent as "/?x=1"
+		{srv.URL + "/bigheaders", 200, ""},
+		{srv.URL + "/hugeheaders", 0, "the response's headers are over 64 KiB"},
 		{srv.URL + "/fail", 500, "HTTP 500"},
 		{srv.URL + "/redirect", 302, "HTTP 302: redirects are not followed"},
 		{srv.URL + "/big", 200, ""},
