@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/schemas"
@@ -61,13 +63,21 @@ func StoreID(account uuid.UUID, shopDomain string) uuid.UUID {
 	return uuid.NewSHA1(idNamespace, []byte(account.String()+"/store/"+strings.ToLower(shopDomain)))
 }
 
+// fileOptions read a catalog file exactly: one document, every member
+// named by a field, in its own case, once. What the parser let pass would
+// be dropped, and with --archive-missing a dropped product is archived.
+var fileOptions = jsonv2.JoinOptions(json.DefaultOptionsV1(), jsonv2.RejectUnknownMembers(true),
+	jsonv2.MatchCaseInsensitiveNames(false), jsontext.AllowDuplicateNames(false))
+
 // Parse reads and validates a catalog file. Every problem is reported, each
 // with its JSON path.
 func Parse(r io.Reader) (File, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return File{}, fmt.Errorf("catalog file: %w", err)
+	}
 	var f File
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := jsonv2.Unmarshal(b, &f, fileOptions); err != nil {
 		return File{}, fmt.Errorf("catalog file: %w", err)
 	}
 	if err := f.Validate(); err != nil {

@@ -100,10 +100,23 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestParseRejectsUnknownFields(t *testing.T) {
-	_, err := Parse(strings.NewReader(`{"stores":[],"shops":[]}`))
-	if err == nil || !strings.Contains(err.Error(), "shops") {
-		t.Fatalf("got %v", err)
+// TestParseRefusesWhatItWouldDrop: a file is read whole and exactly, as
+// with --archive-missing a product the parser drops is archived. Found by
+// review: a repeated key kept only its last list, and a second document
+// after the first was ignored.
+func TestParseRefusesWhatItWouldDrop(t *testing.T) {
+	for name, tc := range map[string]struct{ file, want string }{
+		"an unknown member":                 {`{"stores":[],"shops":[]}`, "shops"},
+		"a member given twice":              {`{"stores":[],"stores":[]}`, "duplicate"},
+		"a member in another case":          {`{"Stores":[]}`, "Stores"},
+		"a second document after the first": {`{"stores":[]} {"stores":[]}`, "after top-level value"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.file))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse(%s): %v, want an error naming %q", tc.file, err, tc.want)
+			}
+		})
 	}
 }
 
