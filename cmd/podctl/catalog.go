@@ -30,7 +30,9 @@ func catalogCmd() *cobra.Command {
 			"account, or a product or variant of another store or product, is refused\n" +
 			"and nothing is published. A product left out of a file stays as it was, unless\n" +
 			"--archive-missing is given: then each product of the file's stores that the\n" +
-			"catalog holds and the file does not list is archived (no longer orderable).",
+			"catalog holds and the file does not list is archived (no longer orderable); the\n" +
+			"import first waits (up to --wait, two minutes if 0) until the catalog projection has\n" +
+			"applied every catalog event published before, so it knows every such product.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(account)
@@ -64,6 +66,14 @@ func catalogCmd() *cobra.Command {
 						progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"))
 				}
 				_ = bar.Set(done)
+			}
+			if archive {
+				// What to archive is read from the catalog projection: it
+				// must hold every product published so far, or one a
+				// previous import just added would be missed.
+				if err := waitCatalogCaughtUp(cmd, e, wait, quiet); err != nil {
+					return err
+				}
 			}
 			res, err := catalog.Import(cmd.Context(), e.pool, cl, e.cfg.Naming(), id, f, catalog.Options{ArchiveMissing: archive}, progress)
 			if bar != nil {
@@ -100,4 +110,22 @@ func catalogCmd() *cobra.Command {
 	_ = imp.MarkFlagRequired("account")
 	cmd.AddCommand(imp)
 	return cmd
+}
+
+// waitCatalogCaughtUp waits, up to wait (two minutes when wait is 0), until
+// the catalog projection applied every catalog event published so far.
+func waitCatalogCaughtUp(cmd *cobra.Command, e *env, wait time.Duration, quiet bool) error {
+	if wait <= 0 {
+		wait = 2 * time.Minute
+	}
+	if !quiet {
+		fmt.Fprintln(cmd.ErrOrStderr(), "waiting for the catalog projection to apply earlier catalog events...")
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+	defer cancel()
+	if err := catalogrm.WaitCaughtUp(ctx, e.pool, e.kafka, e.cfg.Naming()); err != nil {
+		return fmt.Errorf("nothing was published: --archive-missing needs the catalog projection caught up, but %w "+
+			"(is podsvc with the projector role running?)", err)
+	}
+	return nil
 }

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/printpod/pod/commands/catalog"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	"github.com/printpod/pod/schemas"
@@ -258,4 +261,107 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestAnArchivingImportWaitsForTheCatalogBeforeIt: an import with
+// --archive-missing reads from the catalog projection what the file no
+// longer lists. Found by review: run right after an import that added a
+// product (with --wait 0) while the projection lagged, it did not see that
+// product, archived nothing and said so. It now waits for the projection
+// to apply every catalog event published before it.
+func TestAnArchivingImportWaitsForTheCatalogBeforeIt(t *testing.T) {
+	bin := buildPodctl(t)
+	d := startDemo(t)
+	env := d.podctlEnv()
+	account, token := d.newAccount(t, "archiving-shop")
+	dir := t.TempDir()
+	file := func(name string, titles ...string) string {
+		t.Helper()
+		var ps []string
+		for _, title := range titles {
+			ps = append(ps, `{"title":"`+title+`","status":"ACTIVE","variants":[{"title":"M","sku":"`+title+`-M","price":"20","category":"tshirt"}]}`)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(`{"stores":[{"name":"Archiving","shop_domain":"archiving.myshopify.com","status":"ACTIVE",
+			"products":[`+strings.Join(ps, ",")+`]}]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	imp := func(args ...string) podctlRun {
+		t.Helper()
+		r := runPodctl(t, bin, env, append([]string{"catalog", "import", "--quiet", "--account", account.String()}, args...)...)
+		if r.err != nil {
+			t.Fatalf("catalog import %v: %v\n%s", args, r.err, r.stderr)
+		}
+		return r
+	}
+	imp(file("first.json", "Kept Tee"))
+
+	// The projection lags: its writes wait on a lock the test holds.
+	ctx := context.Background()
+	stall, err := d.app.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stall.Rollback(ctx) })
+	if _, err := stall.Exec(ctx, `LOCK TABLE products IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	imp("--wait", "0", file("added.json", "Kept Tee", "New Tee"))
+
+	// The archiving import waits for the projection, and says so.
+	cmd := exec.Command(bin, "catalog", "import", "--account", account.String(), "--archive-missing", file("whole.json", "Kept Tee"))
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{})
+	var errText strings.Builder
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(stderr)
+		seen := false
+		for sc.Scan() {
+			errText.WriteString(sc.Text() + "\n")
+			if !seen && strings.Contains(sc.Text(), "waiting for the catalog projection to apply earlier catalog events") {
+				seen = true
+				close(waiting)
+			}
+		}
+	}()
+	select {
+	case <-waiting:
+	case <-scanned:
+		_ = cmd.Wait()
+		t.Fatalf("the archiving import ended without waiting for the projection: %s\n%s", out.String(), errText.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the archiving import printed nothing within 30 s")
+	}
+	_ = stall.Rollback(ctx) // the projection catches up
+	<-scanned
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("archiving import: %v\n%s", err, errText.String())
+	}
+	var res struct{ Archived int }
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Archived != 1 {
+		t.Fatalf("archiving import printed %q (%v), want 1 archived", out.String(), err)
+	}
+	client := testenv.NewClient(t, "http://"+d.app.Addr(), token)
+	var page struct{ Data []catalogrm.Product }
+	client.Get("/v1/stores/"+catalog.StoreID(account, "archiving.myshopify.com").String()+"/products?limit=100").JSON(t, &page)
+	statuses := map[string]string{}
+	for _, p := range page.Data {
+		statuses[p.Title] = p.Status
+	}
+	if statuses["New Tee"] != "ARCHIVED" || statuses["Kept Tee"] != "ACTIVE" {
+		t.Fatalf("products after the archiving import: %v", statuses)
+	}
 }

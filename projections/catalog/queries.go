@@ -12,6 +12,8 @@ import (
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/internal/uuidtext"
 	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ErrNotFound means the store or product does not exist for the account.
@@ -250,6 +252,28 @@ func likePattern(q string) string {
 // last (highest acknowledged offset per partition of the catalog topic).
 func WaitProjected(ctx context.Context, pool *pgxpool.Pool, n schemas.Naming, last map[int32]int64) error {
 	return stream.WaitApplied(ctx, pool, ConsumerName, n.Topic(schemas.TopicCatalogEvents), last)
+}
+
+// WaitCaughtUp waits until the catalog projector applied every event the
+// catalog topic held when it was called: a reader that decides from the
+// read model what the catalog lacks (an import archiving what a file no
+// longer lists) then sees every product published before it.
+func WaitCaughtUp(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.Naming) error {
+	topic := n.Topic(schemas.TopicCatalogEvents)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	last := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			last[o.Partition] = o.Offset - 1
+		}
+	})
+	return WaitProjected(ctx, pool, n, last)
 }
 
 // Orderable is a variant as an order names it: with its product's and
