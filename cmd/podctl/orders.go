@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/projections"
 	"github.com/printpod/pod/schemas"
 	"github.com/schollz/progressbar/v3"
@@ -21,12 +22,17 @@ func fulfillmentCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "fulfillment", Short: "Production and carrier updates of orders"}
 	var orderID, status string
 	var tr schemas.Tracking
+	var decide time.Duration
 	pub := &cobra.Command{
 		Use:   "publish --order ID [--status SYNCED|FULFILLED] [--tracking-number N --carrier C --tracking-url U --shipment-status S]",
 		Short: "Publish a fulfillment update to pod.fulfillment.updates",
 		Long: "SYNCED: the production system acknowledged the order (from SUCCESS).\n" +
 			"FULFILLED: it shipped (from SUCCESS or SYNCED). Tracking fields set or change the\n" +
-			"order's tracking (tracking.created / tracking.updated events).",
+			"order's tracking (tracking.created / tracking.updated events). podctl waits for the\n" +
+			"order decider's decision and exits non-zero, with the reason, when it refused the\n" +
+			"update (an unknown order, a status the order cannot move to). An update that comes\n" +
+			"once a push of the order began and before one succeeded is held (\"held\": true), and\n" +
+			"applies when a push succeeds.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			id, err := uuid.Parse(orderID)
@@ -53,9 +59,30 @@ func fulfillmentCmd() *cobra.Command {
 			if err := order.PublishFulfillment(cmd.Context(), cl, e.cfg.Naming(), u); err != nil {
 				return fmt.Errorf("publish: %w", err)
 			}
-			return printJSON(cmd.OutOrStdout(), u)
+			if decide <= 0 {
+				return printJSON(cmd.OutOrStdout(), u)
+			}
+			dec, err := awaitDecision(cmd, e, order.FulfillmentCommandID(u.ID), decide)
+			if err != nil {
+				return fmt.Errorf("update %s was published, but %w (is podsvc with the decider role running?)", u.ID, err)
+			}
+			if !dec.Accepted() {
+				return fmt.Errorf("update %s was published and refused: %s: %s", u.ID, dec.Code, dec.Message)
+			}
+			// Accepted while no push of the order has succeeded: held in
+			// the order's state until one does (order.Hold).
+			held := dec.Status == schemas.StatusPending || dec.Status == schemas.StatusProcessing || dec.Status == schemas.StatusFailed
+			if held {
+				fmt.Fprintf(cmd.ErrOrStderr(), "order %s is %s: the update is held, and applies when a push of the order succeeds\n", u.OrderID, dec.Status)
+			}
+			return printJSON(cmd.OutOrStdout(), struct {
+				schemas.FulfillmentUpdate
+				OrderStatus string `json:"order_status"`
+				Held        bool   `json:"held"`
+			}{u, dec.Status, held})
 		},
 	}
+	pub.Flags().DurationVar(&decide, "wait", 30*time.Second, "wait up to this long for the order decider's decision (0 = do not wait)")
 	pub.Flags().StringVar(&orderID, "order", "", "order id")
 	pub.Flags().StringVar(&status, "status", "", "SYNCED or FULFILLED")
 	pub.Flags().StringVar(&tr.TrackingNumber, "tracking-number", "", "carrier tracking number")
@@ -180,4 +207,22 @@ func replayCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&truncated, "from-truncated-log", false, "replay even when retention deleted the topic's first records")
 	_ = cmd.MarkFlagRequired("projection")
 	return cmd
+}
+
+// awaitDecision waits up to limit for the decision of the order command id,
+// looking it up every 200 ms.
+func awaitDecision(cmd *cobra.Command, e *env, id uuid.UUID, limit time.Duration) (order.Decision, error) {
+	fmt.Fprintln(cmd.ErrOrStderr(), "waiting for the order decider's decision...")
+	ctx, cancel := context.WithTimeout(cmd.Context(), limit)
+	defer cancel()
+	var dec order.Decision
+	err := wait.Until[struct{}](ctx, nil, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		d, ok, err := order.LoadDecision(ctx, e.pool, id)
+		dec = d
+		return ok, err
+	})
+	if err != nil {
+		return order.Decision{}, fmt.Errorf("its decision did not come within %s: %w", limit, err)
+	}
+	return dec, nil
 }

@@ -40,7 +40,7 @@ func FulfillmentBridge(n schemas.Naming, log *slog.Logger) stream.Consumer {
 					// Dead-lettered with why, for its sender to correct.
 					return nil, stream.Poison(fmt.Errorf("fulfillment update %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
-				c := Command{ID: uuid.NewSHA1(u.ID, []byte("fulfillment")), Kind: KindFulfillment, OrderID: u.OrderID,
+				c := Command{ID: FulfillmentCommandID(u.ID), Kind: KindFulfillment, OrderID: u.OrderID,
 					Status: u.Status, Tracking: u.Tracking}
 				if !u.SentAt.IsZero() {
 					at := u.SentAt.UTC()
@@ -55,6 +55,12 @@ func FulfillmentBridge(n schemas.Naming, log *slog.Logger) stream.Consumer {
 			return out, nil
 		},
 	}
+}
+
+// FulfillmentCommandID is the id of the command the bridge makes of the
+// update with id update: its decision tells whether the update applied.
+func FulfillmentCommandID(update uuid.UUID) uuid.UUID {
+	return uuid.NewSHA1(update, []byte("fulfillment"))
 }
 
 // PublishFulfillment writes one update to pod.fulfillment.updates.

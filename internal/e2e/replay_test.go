@@ -84,6 +84,17 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 		"--tracking-url", "javascript:alert(1)"); r.err == nil || !strings.Contains(r.stderr, "tracking_url must be an http(s) URL") {
 		t.Fatalf("a javascript: tracking URL was published: %v %s", r.err, r.stderr)
 	}
+	// Found by review: an update the decider refuses was published, and
+	// podctl said nothing. It waits for the decision now, and says why.
+	if r := runPodctl(t, bin, env, "fulfillment", "publish", "--order", uuid.NewString(), "--status", "SYNCED"); r.err == nil ||
+		!strings.Contains(r.stderr, "was published and refused") {
+		t.Fatalf("an update of an order that does not exist: %v %q %q", r.err, r.stdout, r.stderr)
+	}
+	// One for an order whose pushes failed is held until a push succeeds.
+	if r := runPodctl(t, bin, env, "fulfillment", "publish", "--order", ids[2].String(), "--status", "SYNCED"); r.err != nil ||
+		!strings.Contains(r.stdout, `"held": true`) || !strings.Contains(r.stderr, "the update is held") {
+		t.Fatalf("an update of a failed order: %v %q %q", r.err, r.stdout, r.stderr)
+	}
 	d.waitStatus(t, d.client, ids[0], "FULFILLED")
 	if r := d.client.Do("POST", "/v1/orders/pod/"+ids[2].String()+"/cancel", nil); r.Status != 200 {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
