@@ -11,9 +11,13 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/projections"
+	deliveryrm "github.com/printpod/pod/projections/delivery"
 	"github.com/printpod/pod/schemas"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,14 +30,15 @@ import (
 // replay` re-produces them to their original topic.
 //
 // A dead letter is replayed at most once: the replay position of a
-// consumer's dead-letter topic is the committed offset of the Kafka
-// consumer group podctl.dlq-replay.<consumer> (podctl commits it itself,
-// without joining the group). Every dead letter below it was replayed. It is
-// committed after each record is produced (acks=all), so an interrupted
-// replay goes on where it stopped; only a crash between a produce and its
-// commit replays that one record twice, which the stages absorb (commands
-// are idempotent by id, projections are versioned). Two replays of the same
-// consumer must not run at the same time.
+// consumer's dead-letter topic is a row of dlq_replay_positions in Postgres,
+// and every dead letter below it was replayed. It is stored after each
+// record is produced (acks=all), so an interrupted replay goes on where it
+// stopped; only a crash between a produce and its store replays that one
+// record twice, which the stages absorb (commands are idempotent by id,
+// projections are versioned). A replay holds a Postgres advisory lock for
+// its consumer, so two replays of one consumer never run at once. A
+// position a previous release kept as the commit of the consumer group
+// podctl.dlq-replay.<consumer> is read while the consumer has no row.
 
 func dlqCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "dlq", Short: "Show and re-drive the stage consumers' dead letters (pod.dlq.<consumer>)"}
@@ -62,9 +67,11 @@ func dlqCmd() *cobra.Command {
 		Short: "Re-produce dead letters to their original topic, each at most once",
 		Long: "Re-produces the consumer's dead letters not replayed yet, in order, to their original\n" +
 			"topic with their original key, value and headers; with --offset N only those up to\n" +
-			"dead-letter offset N (as `dlq list` shows it). The position is kept in the consumer\n" +
-			"group podctl.dlq-replay.<consumer>, so no dead letter is replayed twice. Fix the cause\n" +
-			"first: a record that still cannot be applied is dead-lettered again.",
+			"dead-letter offset N (as `dlq list` shows it). The position is kept in Postgres, so\n" +
+			"no dead letter is replayed twice, and one replay of a consumer runs at a time. Fix the cause\n" +
+			"first: a record that still cannot be applied is dead-lettered again. A delivery task\n" +
+			"projections.deliveries dead-lettered is passed, not replayed: the webhook sender reads\n" +
+			"its topic too and would send the webhook again.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if consumer == "" {
@@ -99,8 +106,9 @@ func dlqCmd() *cobra.Command {
 	return cmd
 }
 
-// ReplayGroup is the consumer group whose committed offset is the replay
-// position of consumer's dead-letter topic (with the group prefix of n).
+// ReplayGroup is the consumer group whose committed offset was the replay
+// position of consumer's dead-letter topic (with the group prefix of n) in
+// previous releases; legacyPosition still reads it.
 func ReplayGroup(n schemas.Naming, consumer string) string {
 	return n.Group("podctl.dlq-replay." + consumer)
 }
@@ -108,6 +116,7 @@ func ReplayGroup(n schemas.Naming, consumer string) string {
 type dlqEnv struct {
 	naming  schemas.Naming
 	brokers []string
+	pool    *pgxpool.Pool // the replay positions
 	prod    *kgo.Client
 	adm     *kadm.Client
 }
@@ -117,16 +126,18 @@ func openDLQ(ctx context.Context) (*dlqEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.pool.Close() // dead letters live in Kafka only
 	brokers, err := kafka.ResolveBrokers(e.cfg.KafkaBrokers, e.cfg.KafkaAddrFile())
 	if err != nil {
-		e.kafka.Close()
+		e.close()
 		return nil, err
 	}
-	return &dlqEnv{naming: e.cfg.Naming(), brokers: brokers, prod: e.kafka, adm: kadm.NewClient(e.kafka)}, nil
+	return &dlqEnv{naming: e.cfg.Naming(), brokers: brokers, pool: e.pool, prod: e.kafka, adm: kadm.NewClient(e.kafka)}, nil
 }
 
-func (d *dlqEnv) close() { d.prod.Close() }
+func (d *dlqEnv) close() {
+	d.prod.Close()
+	d.pool.Close()
+}
 
 // DeadLetter is one line of `podctl dlq list`.
 type DeadLetter struct {
@@ -189,9 +200,17 @@ type Replayed struct {
 	Partition int32  `json:"partition"` // where the replayed record went
 	Offset    int64  `json:"offset"`    // its new offset there
 	Key       string `json:"key"`
+	// Skipped says why the dead letter was passed without a replay
+	// (alsoReadBy); partition and offset are then 0.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, errw io.Writer) error {
+	unlock, err := d.lock(ctx, consumer)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	pos, err := d.position(ctx, consumer)
 	if err != nil {
 		return err
@@ -207,40 +226,108 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 		fmt.Fprintf(errw, "nothing to replay for %s (replayed up to offset %d)\n", consumer, pos)
 		return nil
 	}
-	group := ReplayGroup(d.naming, consumer)
-	dlq := d.naming.DeadLetterTopic(consumer)
 	enc := json.NewEncoder(w)
 	n := 0
 	err = d.read(ctx, consumer, pos, end, func(r *kgo.Record) error {
 		orig := header(r, stream.HeaderDLQTopic)
 		if orig == "" {
-			return fmt.Errorf("dead letter %s/%d has no %s header", dlq, r.Offset, stream.HeaderDLQTopic)
+			return fmt.Errorf("dead letter %s/%d has no %s header", d.naming.DeadLetterTopic(consumer), r.Offset, stream.HeaderDLQTopic)
 		}
-		out := &kgo.Record{Topic: orig, Key: r.Key, Value: r.Value}
-		for _, h := range r.Headers {
-			if !strings.HasPrefix(h.Key, stream.HeaderDLQPrefix) {
-				out.Headers = append(out.Headers, h)
+		done := Replayed{Consumer: consumer, DLQOffset: r.Offset, Topic: orig, Key: string(r.Key)}
+		if other := alsoReadBy(d.naming, consumer, orig); other != "" {
+			done.Skipped = fmt.Sprintf("%s reads %s too and would take it again", other, orig)
+			fmt.Fprintf(errw, "dead letter %d not replayed: %s\n", r.Offset, done.Skipped)
+		} else {
+			out := &kgo.Record{Topic: orig, Key: r.Key, Value: r.Value}
+			for _, h := range r.Headers {
+				if !strings.HasPrefix(h.Key, stream.HeaderDLQPrefix) {
+					out.Headers = append(out.Headers, h)
+				}
 			}
+			if err := d.prod.ProduceSync(ctx, out).FirstErr(); err != nil {
+				return fmt.Errorf("replay dead letter %d to %s: %w", r.Offset, orig, err)
+			}
+			done.Partition, done.Offset = out.Partition, out.Offset
+			n++
 		}
-		if err := d.prod.ProduceSync(ctx, out).FirstErr(); err != nil {
-			return fmt.Errorf("replay dead letter %d to %s: %w", r.Offset, orig, err)
+		if err := d.store(ctx, consumer, r.Offset+1); err != nil {
+			return fmt.Errorf("dead letter %d was passed (to %s/%d at %d) but its position was not saved: %w",
+				r.Offset, orig, done.Partition, done.Offset, err)
 		}
-		var offs kadm.Offsets
-		offs.Add(kadm.Offset{Topic: dlq, Partition: r.Partition, At: r.Offset + 1, LeaderEpoch: -1})
-		if err := d.adm.CommitAllOffsets(ctx, group, offs); err != nil {
-			return fmt.Errorf("dead letter %d was replayed (to %s/%d at %d) but its position was not saved: %w",
-				r.Offset, orig, out.Partition, out.Offset, err)
-		}
-		n++
-		return enc.Encode(Replayed{Consumer: consumer, DLQOffset: r.Offset, Topic: orig, Partition: out.Partition,
-			Offset: out.Offset, Key: string(r.Key)})
+		return enc.Encode(done)
 	})
 	fmt.Fprintf(errw, "replayed %d dead letters of %s\n", n, consumer)
 	return err
 }
 
-// position is the replay position: the first dead letter not replayed yet.
+// alsoReadBy names the other consumer that would take a dead letter of
+// consumer again if it went back to topic, or "". The delivery log's
+// dead-lettered tasks are the one case: their topic is the webhook
+// sender's too, and a task sent again once its done-mark expired (15
+// minutes) is a second request to the client. The order projector also
+// reads the fan-out's topic, but passes over an event of a version it has.
+func alsoReadBy(n schemas.Naming, consumer, topic string) string {
+	if consumer == deliveryrm.ConsumerName && topic == n.Topic(schemas.TopicWebhookDeliveries) {
+		return delivery.SenderGroup
+	}
+	return ""
+}
+
+// lock takes the advisory lock of consumer's replays, on a connection of
+// its own, or says that another replay holds it. unlock frees both.
+func (d *dlqEnv) lock(ctx context.Context, consumer string) (unlock func(), err error) {
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock the replays of %s: %w", consumer, err)
+	}
+	key := "podctl.dlq-replay " + d.naming.DeadLetterTopic(consumer)
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, key).Scan(&got); err != nil || !got {
+		conn.Release()
+		if err != nil {
+			return nil, fmt.Errorf("lock the replays of %s: %w", consumer, err)
+		}
+		return nil, fmt.Errorf("another dlq replay of %s is running: run this one once it has ended", consumer)
+	}
+	return func() {
+		// A session lock outlives the statement: the connection goes back
+		// to the pool only once it is freed, else it is closed.
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+	}, nil
+}
+
+// store saves the replay position of consumer: next is the first dead
+// letter not replayed yet.
+func (d *dlqEnv) store(ctx context.Context, consumer string, next int64) error {
+	_, err := d.pool.Exec(ctx, `INSERT INTO dlq_replay_positions (dlq_topic, next_offset) VALUES ($1, $2)
+		ON CONFLICT (dlq_topic) DO UPDATE SET next_offset = GREATEST(dlq_replay_positions.next_offset, excluded.next_offset),
+			updated_at = now()`, d.naming.DeadLetterTopic(consumer), next)
+	return err
+}
+
+// position is the replay position: the first dead letter not replayed
+// yet. A consumer with no row yet may have a position a previous release
+// committed in Kafka (legacyPosition).
 func (d *dlqEnv) position(ctx context.Context, consumer string) (int64, error) {
+	var pos int64
+	err := d.pool.QueryRow(ctx, `SELECT next_offset FROM dlq_replay_positions WHERE dlq_topic = $1`,
+		d.naming.DeadLetterTopic(consumer)).Scan(&pos)
+	switch {
+	case err == nil:
+		return pos, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return d.legacyPosition(ctx, consumer)
+	}
+	return 0, fmt.Errorf("replay position of %s: %w", consumer, err)
+}
+
+// legacyPosition is the replay position a previous release committed as
+// the offset of the consumer group podctl.dlq-replay.<consumer>, or 0.
+// To be removed once no deployment has such positions left.
+func (d *dlqEnv) legacyPosition(ctx context.Context, consumer string) (int64, error) {
 	resp, err := d.adm.FetchOffsets(ctx, ReplayGroup(d.naming, consumer))
 	if err != nil {
 		if errors.Is(err, kerr.GroupIDNotFound) {
@@ -289,12 +376,15 @@ func (d *dlqEnv) read(ctx context.Context, consumer string, from, to int64, f fu
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	next := from
 	for next < to {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+		// Each fetch has a minute, not the whole read: a replay of
+		// thousands of dead letters produces each one as it goes.
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		fs := cl.PollFetches(pctx)
+		err := pctx.Err()
+		cancel()
+		if err != nil {
 			return fmt.Errorf("read %s at offset %d: %w", topic, next, err)
 		}
 		var ferr error

@@ -12,10 +12,13 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
+	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/internal/testenv"
+	deliveryrm "github.com/printpod/pod/projections/delivery"
 	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -351,6 +354,58 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 		t.Fatalf("dlq list after the replays: %+v", ls)
 	}
 
+	// One replay of a consumer at a time: a second one, started while the
+	// first holds the consumer's lock, is refused.
+	held, err := d.app.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockKey := "podctl.dlq-replay " + d.app.Naming.DeadLetterTopic("order-decider")
+	if _, err := held.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, lockKey); err != nil {
+		t.Fatal(err)
+	}
+	rr = runPodctl(t, bin, env, "dlq", "replay", "--consumer", "order-decider")
+	if _, err := held.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lockKey); err != nil {
+		t.Fatal(err)
+	}
+	held.Release()
+	if rr.err == nil || !strings.Contains(rr.stderr, "another dlq replay of order-decider is running") || rr.stdout != "" {
+		t.Fatalf("a replay beside a running one: %v %q %q", rr.err, rr.stdout, rr.stderr)
+	}
+
+	// Found by review: the position was a Kafka group's commit, which the
+	// broker forgets 7 days after its last commit, and the next replay
+	// re-drove everything. It is kept in Postgres now; a position the
+	// previous release committed is read while there is no row, and once
+	// a replay stored one the group may go.
+	group := d.cfg.Naming().Group("podctl.dlq-replay.webhook-decider")
+	adm := kadm.NewClient(d.app.Producer)
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: d.app.Naming.DeadLetterTopic("webhook-decider"), Partition: 0, At: 1, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(ctx, group, offs); err != nil {
+		t.Fatal(err)
+	}
+	if ls := list("--consumer", "webhook-decider"); len(ls) != 2 || !ls[0].Replayed || ls[1].Replayed {
+		t.Fatalf("dlq list under the previous release's position: %+v", ls)
+	}
+	webhookReplay := func() podctlRun {
+		t.Helper()
+		r := runPodctl(t, bin, env, "dlq", "replay", "--consumer", "webhook-decider")
+		if r.err != nil {
+			t.Fatalf("dlq replay --consumer webhook-decider: %v\n%s", r.err, r.stderr)
+		}
+		return r
+	}
+	if rr := webhookReplay(); strings.Count(rr.stdout, "\n") != 1 || !strings.Contains(rr.stdout, `"dlq_offset":1`) {
+		t.Fatalf("replay from the previous release's position printed %q", rr.stdout)
+	}
+	if _, err := adm.DeleteGroups(ctx, group); err != nil {
+		t.Fatal(err)
+	}
+	if rr := webhookReplay(); rr.stdout != "" || !strings.Contains(rr.stderr, "nothing to replay") {
+		t.Fatalf("a replay once the broker forgot the group: %q %q", rr.stdout, rr.stderr)
+	}
+
 	// A read model's dead letters are not re-driven one by one: the
 	// projector passed over its entity's later events; the answer says to
 	// rebuild it instead, and nothing is produced.
@@ -361,5 +416,34 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	}
 	if ls := list("--consumer", orderrm.ConsumerName); len(ls) != len(before) || ls[0].Replayed {
 		t.Fatalf("the order read model's dead letters after the refused replay: %+v", ls)
+	}
+
+	// Found by review: the delivery log's dead letters went back to their
+	// topics, its delivery task to the sender's topic too, and a task sent
+	// again after its done-mark expired is a second request to the client.
+	// Its attempt result and webhook event go back (and are dead-lettered
+	// again, their cause still there); its delivery task is passed.
+	logBefore := deadLetterCounts(t, d)
+	rr = runPodctl(t, bin, env, "dlq", "replay", "--consumer", deliveryrm.ConsumerName)
+	if rr.err != nil {
+		t.Fatalf("dlq replay --consumer %s: %v\n%s", deliveryrm.ConsumerName, rr.err, rr.stderr)
+	}
+	skipped := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(rr.stdout), "\n") {
+		var l struct{ Key, Skipped string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("dlq replay printed %q: %v", line, err)
+		}
+		skipped[l.Key] = l.Skipped
+	}
+	if len(skipped) != 3 || !strings.Contains(skipped["poison-delivery"], delivery.SenderGroup) ||
+		skipped["poison-attempt"] != "" || skipped["poison-webhook-event"] != "" {
+		t.Fatalf("dlq replay --consumer %s printed %q", deliveryrm.ConsumerName, rr.stdout)
+	}
+	waitCaughtUp(t, d, deliveryrm.ConsumerName, schemas.TopicWebhookDeliveries, schemas.TopicWebhookAttempts, schemas.TopicWebhookEvents)
+	waitCaughtUp(t, d, delivery.SenderGroup, schemas.TopicWebhookDeliveries)
+	logAfter := deadLetterCounts(t, d)
+	if logAfter[deliveryrm.ConsumerName] != logBefore[deliveryrm.ConsumerName]+2 || logAfter[delivery.SenderGroup] != logBefore[delivery.SenderGroup] {
+		t.Fatalf("dead letters after the delivery log's replay: %v, before %v (want the log's 2 more, the sender's the same)", logAfter, logBefore)
 	}
 }
