@@ -232,7 +232,7 @@ func TestAKeyedRepeatWhileTheReadModelLagsIsNotPricedAnew(t *testing.T) {
 	}
 	sh.setPriced(t, d, "ACTIVE", "99")
 	ctx := context.Background()
-	release := stallOrderProjector(t, d)
+	release := stallProjector(t, d, "orders")
 	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider} })
 	id := order.OrderID(sh.store, "keyed-lag")
 	testenv.Eventually(t, 60*time.Second, func() error {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -298,16 +297,7 @@ func TestAnArchivingImportWaitsForTheCatalogBeforeIt(t *testing.T) {
 	}
 	imp(file("first.json", "Kept Tee"))
 
-	// The projection lags: its writes wait on a lock the test holds.
-	ctx := context.Background()
-	stall, err := d.app.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stall.Rollback(ctx) })
-	if _, err := stall.Exec(ctx, `LOCK TABLE products IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := stallProjector(t, d, "products")
 	imp("--wait", "0", file("added.json", "Kept Tee", "New Tee"))
 
 	// The archiving import waits for the projection, and says so.
@@ -345,7 +335,7 @@ func TestAnArchivingImportWaitsForTheCatalogBeforeIt(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the archiving import printed nothing within 30 s")
 	}
-	_ = stall.Rollback(ctx) // the projection catches up
+	release() // the projection catches up
 	<-scanned
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("archiving import: %v\n%s", err, errText.String())

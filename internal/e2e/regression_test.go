@@ -243,10 +243,11 @@ func TestForcedOrderClaimsItsContent(t *testing.T) {
 	}
 }
 
-// stallOrderProjector holds the orders table locked against writes (a slow
-// projector, a replay, a lock wait) until the returned func, or the
-// test's end: the order read model lags while reads still answer.
-func stallOrderProjector(t *testing.T, d demoEnv) (release func()) {
+// stallProjector holds a read model's table (orders, products) locked
+// against writes (a slow projector, a replay, a lock wait) until the
+// returned func, or the test's end: the read model lags while reads still
+// answer.
+func stallProjector(t *testing.T, d demoEnv, table string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := d.app.Pool.Begin(ctx)
@@ -254,7 +255,7 @@ func stallOrderProjector(t *testing.T, d demoEnv) (release func()) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN EXCLUSIVE MODE`); err != nil {
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
 	return func() { _ = tx.Rollback(ctx) }
@@ -267,7 +268,7 @@ func TestLaggingReadModelNeverAnswersNotFound(t *testing.T) {
 	waitsMostly(t)
 	d := startDemo(t, noPusher)
 	v := d.variant(t, "ACTIVE", "tshirt")
-	release := stallOrderProjector(t, d)
+	release := stallProjector(t, d, "orders")
 	r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "lag-1", 1))
 	if r.Status != 201 {
 		t.Fatalf("create: %d %s", r.Status, r.Body)
@@ -297,7 +298,7 @@ func TestACommandAppliedWhileTheReadModelLagsIsNotAFailure(t *testing.T) {
 	waitsMostly(t)
 	d := startDemo(t, noPusher)
 	v := d.variant(t, "ACTIVE", "tshirt")
-	release := stallOrderProjector(t, d)
+	release := stallProjector(t, d, "orders")
 	r := d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "lag-cancel", 1))
 	if r.Status != 201 {
 		t.Fatalf("create: %d %s", r.Status, r.Body)
