@@ -30,9 +30,9 @@ func fulfillmentCmd() *cobra.Command {
 			"FULFILLED: it shipped (from SUCCESS or SYNCED). Tracking fields set or change the\n" +
 			"order's tracking (tracking.created / tracking.updated events). podctl waits for the\n" +
 			"order decider's decision and exits non-zero, with the reason, when it refused the\n" +
-			"update (an unknown order, a status the order cannot move to). An update that comes\n" +
-			"once a push of the order began and before one succeeded is held (\"held\": true), and\n" +
-			"applies when a push succeeds.",
+			"update (an unknown order, a status the order cannot move to). A status update that\n" +
+			"comes once a push of the order began and before one succeeded is held (\"held\": true),\n" +
+			"and applies when a push succeeds.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			id, err := uuid.Parse(orderID)
@@ -69,9 +69,10 @@ func fulfillmentCmd() *cobra.Command {
 			if !dec.Accepted() {
 				return fmt.Errorf("update %s was published and refused: %s: %s", u.ID, dec.Code, dec.Message)
 			}
-			// Accepted while no push of the order has succeeded: held in
-			// the order's state until one does (order.Hold).
-			held := dec.Status == schemas.StatusPending || dec.Status == schemas.StatusProcessing || dec.Status == schemas.StatusFailed
+			// A status accepted and not taken is held in the order's state
+			// until a push succeeds (order.Hold); a SYNCED after FULFILLED
+			// is passed, not held.
+			held := u.Status != "" && dec.Status != schemas.StatusSynced && dec.Status != schemas.StatusFulfilled
 			if held {
 				fmt.Fprintf(cmd.ErrOrStderr(), "order %s is %s: the update is held, and applies when a push of the order succeeds\n", u.OrderID, dec.Status)
 			}
