@@ -71,8 +71,16 @@ func catalogCmd() *cobra.Command {
 				// What to archive is read from the catalog projection: it
 				// must hold every product published so far, or one a
 				// previous import just added would be missed.
-				if err := waitCatalogCaughtUp(cmd, e, wait, quiet); err != nil {
-					return err
+				limit := wait
+				if limit <= 0 {
+					limit = 2 * time.Minute
+				}
+				err := waitCatalog(cmd, quiet, "earlier catalog events", limit, func(ctx context.Context) error {
+					return catalogrm.WaitCaughtUp(ctx, e.pool, e.kafka, e.cfg.Naming())
+				})
+				if err != nil {
+					return fmt.Errorf("nothing was published: --archive-missing needs the catalog projection caught up, but %w "+
+						"(is podsvc with the projector role running?)", err)
 				}
 			}
 			res, err := catalog.Import(cmd.Context(), e.pool, cl, e.cfg.Naming(), id, f, catalog.Options{ArchiveMissing: archive}, progress)
@@ -84,12 +92,10 @@ func catalogCmd() *cobra.Command {
 				return err
 			}
 			if wait > 0 {
-				if !quiet {
-					fmt.Fprintln(cmd.ErrOrStderr(), "waiting for the catalog projection to apply the events...")
-				}
-				ctx, cancel := context.WithTimeout(cmd.Context(), wait)
-				defer cancel()
-				if err := catalogrm.WaitProjected(ctx, e.pool, e.cfg.Naming(), res.Offsets); err != nil {
+				err := waitCatalog(cmd, quiet, "the events", wait, func(ctx context.Context) error {
+					return catalogrm.WaitProjected(ctx, e.pool, e.cfg.Naming(), res.Offsets)
+				})
+				if err != nil {
 					return fmt.Errorf("published %d events, but %w (is podsvc with the projector role running?)", res.Events, err)
 				}
 			}
@@ -112,20 +118,13 @@ func catalogCmd() *cobra.Command {
 	return cmd
 }
 
-// waitCatalogCaughtUp waits, up to wait (two minutes when wait is 0), until
-// the catalog projection applied every catalog event published so far.
-func waitCatalogCaughtUp(cmd *cobra.Command, e *env, wait time.Duration, quiet bool) error {
-	if wait <= 0 {
-		wait = 2 * time.Minute
-	}
+// waitCatalog runs f with limit to wait for the catalog projection to
+// apply what, saying so unless quiet.
+func waitCatalog(cmd *cobra.Command, quiet bool, what string, limit time.Duration, f func(context.Context) error) error {
 	if !quiet {
-		fmt.Fprintln(cmd.ErrOrStderr(), "waiting for the catalog projection to apply earlier catalog events...")
+		fmt.Fprintf(cmd.ErrOrStderr(), "waiting for the catalog projection to apply %s...\n", what)
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+	ctx, cancel := context.WithTimeout(cmd.Context(), limit)
 	defer cancel()
-	if err := catalogrm.WaitCaughtUp(ctx, e.pool, e.kafka, e.cfg.Naming()); err != nil {
-		return fmt.Errorf("nothing was published: --archive-missing needs the catalog projection caught up, but %w "+
-			"(is podsvc with the projector role running?)", err)
-	}
-	return nil
+	return f(ctx)
 }

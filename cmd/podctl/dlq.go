@@ -251,8 +251,7 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 			n++
 		}
 		if err := d.store(ctx, consumer, r.Offset+1); err != nil {
-			return fmt.Errorf("dead letter %d was passed (to %s/%d at %d) but its position was not saved: %w",
-				r.Offset, orig, done.Partition, done.Offset, err)
+			return fmt.Errorf("dead letter %d is done (%+v) but its position was not saved: %w", r.Offset, done, err)
 		}
 		return enc.Encode(done)
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/projections"
@@ -150,18 +151,10 @@ func replayCmd() *cobra.Command {
 					return err
 				}
 			}
-			ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, e.cfg.Naming().Topic(p.Topic))
+			last, total, err := kafka.LastOffsets(ctx, kadm.NewClient(cl), e.cfg.Naming().Topic(p.Topic))
 			if err != nil {
-				return fmt.Errorf("read the log end of %s: %w", p.Topic, err)
+				return err
 			}
-			last := map[int32]int64{}
-			var total int64
-			ends.Each(func(o kadm.ListedOffset) {
-				if o.Offset > 0 {
-					last[o.Partition] = o.Offset - 1
-					total += o.Offset
-				}
-			})
 			if err := projections.Reset(ctx, e.pool, name); err != nil {
 				return err
 			}

@@ -187,6 +187,28 @@ func unknownTo(ctx context.Context, broker *kgo.Broker, topics []string) (string
 	return "", nil
 }
 
+// LastOffsets reads the end offsets of topic: last is the offset of the
+// last record of each partition that holds any (what a consumer must have
+// applied to have caught up with the topic as it is now), records how many
+// records the partitions took in all.
+func LastOffsets(ctx context.Context, adm *kadm.Client, topic string) (last map[int32]int64, records int64, err error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the log end of %s: %w", topic, err)
+	}
+	last = map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			last[o.Partition] = o.Offset - 1
+			records += o.Offset
+		}
+	})
+	return last, records, nil
+}
+
 // DropPrefixed deletes the topics and consumer groups whose names start
 // with prefix: what one environment sharing a cluster (a test, a benchmark
 // run) leaves behind. It returns how many of each it deleted.

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/internal/uuidtext"
 	"github.com/printpod/pod/schemas"
@@ -259,20 +260,10 @@ func WaitProjected(ctx context.Context, pool *pgxpool.Pool, n schemas.Naming, la
 // read model what the catalog lacks (an import archiving what a file no
 // longer lists) then sees every product published before it.
 func WaitCaughtUp(ctx context.Context, pool *pgxpool.Pool, cl *kgo.Client, n schemas.Naming) error {
-	topic := n.Topic(schemas.TopicCatalogEvents)
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	last, _, err := kafka.LastOffsets(ctx, kadm.NewClient(cl), n.Topic(schemas.TopicCatalogEvents))
 	if err != nil {
-		return fmt.Errorf("end offsets of %s: %w", topic, err)
+		return err
 	}
-	last := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			last[o.Partition] = o.Offset - 1
-		}
-	})
 	return WaitProjected(ctx, pool, n, last)
 }
 
