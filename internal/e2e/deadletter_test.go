@@ -388,9 +388,9 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	if ls := list("--consumer", "webhook-decider"); len(ls) != 2 || !ls[0].Replayed || ls[1].Replayed {
 		t.Fatalf("dlq list under the previous release's position: %+v", ls)
 	}
-	webhookReplay := func() podctlRun {
+	webhookReplay := func(args ...string) podctlRun {
 		t.Helper()
-		r := runPodctl(t, bin, env, "dlq", "replay", "--consumer", "webhook-decider")
+		r := runPodctl(t, bin, env, append([]string{"dlq", "replay", "--consumer", "webhook-decider"}, args...)...)
 		if r.err != nil {
 			t.Fatalf("dlq replay --consumer webhook-decider: %v\n%s", r.err, r.stderr)
 		}
@@ -402,7 +402,11 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	if _, err := adm.DeleteGroups(ctx, group); err != nil {
 		t.Fatal(err)
 	}
-	if rr := webhookReplay(); rr.stdout != "" || !strings.Contains(rr.stderr, "nothing to replay") {
+	// The replayed record is poison still and comes back as dead letter 2
+	// whenever the decider gets to it (the real cluster's CI run saw it
+	// first); up to offset 1 there is nothing left to replay, where a
+	// position read from the forgotten group would replay 0 and 1.
+	if rr := webhookReplay("--offset", "1"); rr.stdout != "" || !strings.Contains(rr.stderr, "nothing to replay") {
 		t.Fatalf("a replay once the broker forgot the group: %q %q", rr.stdout, rr.stderr)
 	}
 
