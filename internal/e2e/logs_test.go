@@ -241,7 +241,9 @@ func TestAHangingRedisDoesNotHoldCreates(t *testing.T) {
 		c.DemoToken = ""
 	}))
 	c := testenv.NewClient(t, "http://"+a.Addr(), d.cfg.DemoToken)
-	c.HTTP.Timeout = 5 * time.Second
+	// A create held by Redis would hang for good; 15 s leaves room for a
+	// fresh peer's first decision and projection on a slow real cluster.
+	c.HTTP.Timeout = 15 * time.Second
 	for i := range 3 {
 		r := c.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, fmt.Sprintf("hang-%d", i), 1))
 		if r.Status != 201 {

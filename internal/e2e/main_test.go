@@ -19,6 +19,7 @@ import (
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // binDir holds the binaries the tests build (once per test binary run); it
@@ -100,6 +101,41 @@ func (d demoEnv) startPeer(t testing.TB, adjust ...func(*config.Config)) (*app.A
 	t.Helper()
 	a := podtest.Start(t, d.peerConfig(t, adjust...))
 	return a, testenv.NewClient(t, "http://"+a.Addr(), d.cfg.DemoToken)
+}
+
+// waitJoined waits until each consumer's group is stable with n members,
+// each of them assigned partitions: a burst sent right after a peer starts
+// would otherwise meet the rebalance its joining makes (on a real cluster,
+// seconds of it, in two rounds: the first leaves the new member nothing).
+func (d demoEnv) waitJoined(t testing.TB, n int, consumers ...string) {
+	t.Helper()
+	adm := kadm.NewClient(d.app.Producer)
+	groups := make([]string, len(consumers))
+	for i, c := range consumers {
+		groups[i] = d.app.Naming.Group(c)
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		described, err := adm.DescribeGroups(ctx, groups...)
+		if err != nil {
+			return err
+		}
+		for _, g := range described.Sorted() {
+			if g.Err != nil {
+				return fmt.Errorf("group %s: %w", g.Group, g.Err)
+			}
+			if g.State != "Stable" || len(g.Members) != n {
+				return fmt.Errorf("group %s is %s with %d members, want Stable with %d", g.Group, g.State, len(g.Members), n)
+			}
+			for _, m := range g.Members {
+				if c, ok := m.Assigned.AsConsumer(); !ok || len(c.Topics) == 0 {
+					return fmt.Errorf("group %s: member %s has no partitions yet", g.Group, m.ClientID)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // peerConfig is the configuration startPeer starts a second podsvc with.

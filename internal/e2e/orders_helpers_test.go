@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/config"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	orderrm "github.com/printpod/pod/projections/order"
@@ -134,6 +135,34 @@ func scanTopic(t testing.TB, brokers []string, topic string, timeout time.Durati
 		if done {
 			return nil
 		}
+	}
+}
+
+// readToEnd calls each for every record topic (a cluster name) holds now,
+// up to the log end each partition had when it was called. Unlike a scan
+// for a while, it cannot take a slow first fetch for an empty topic.
+func readToEnd(t testing.TB, d demoEnv, topic string, each func(*kgo.Record)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	last, _, err := kafka.LastOffsets(ctx, kadm.NewClient(d.app.Producer), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last) == 0 {
+		return
+	}
+	err = scanTopic(t, d.app.Brokers, topic, 30*time.Second, func(r *kgo.Record) bool {
+		if end, ok := last[r.Partition]; ok && r.Offset <= end {
+			each(r)
+			if r.Offset == end {
+				delete(last, r.Partition)
+			}
+		}
+		return len(last) == 0
+	})
+	if err != nil {
+		t.Fatalf("read %s to its end: %v (partitions left: %v)", topic, err, last)
 	}
 }
 

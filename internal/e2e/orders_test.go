@@ -415,6 +415,7 @@ func TestConcurrentCreatesOneReference(t *testing.T) {
 	d := startDemo(t, noPusher)
 	// A second instance on the same database and broker.
 	_, c2 := d.startPeer(t)
+	d.waitJoined(t, 2, "order-decider", orderrm.ConsumerName)
 	clients := []*testenv.Client{d.client, c2}
 	v := d.variant(t, "ACTIVE", "tshirt")
 	const n = 50

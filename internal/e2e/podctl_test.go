@@ -125,7 +125,9 @@ func TestPodctlAgainstRunningService(t *testing.T) {
 		t.Fatalf("second catalog import: %v\n%s", r.err, r.stderr)
 	}
 	n := 1
-	testenv.Eventually(t, 2*time.Second, func() error {
+	// The API's price cache is dropped by a NOTIFY after the import; each
+	// try is a create, which on a slow real cluster may take seconds.
+	testenv.Eventually(t, 20*time.Second, func() error {
 		n++
 		if got := priced(fmt.Sprintf("tote-%d", n)); got != "12.25" {
 			return fmt.Errorf("tote priced at %s after the price change", got)

@@ -46,10 +46,13 @@ type receiver struct {
 	respond func(r received, n int) int // n: how many requests with this id came before
 	delay   func(r received) time.Duration
 	active  int // requests being handled now
+
+	released    chan struct{} // closed by release: delays end at once
+	releaseOnce sync.Once
 }
 
 func newReceiver(t testing.TB) *receiver {
-	rc := &receiver{t: t}
+	rc := &receiver{t: t, released: make(chan struct{})}
 	rc.srv = httptest.NewServer(http.HandlerFunc(rc.handle))
 	t.Cleanup(rc.srv.Close)
 	return rc
@@ -105,6 +108,7 @@ func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(delay):
 		case <-r.Context().Done():
+		case <-rc.released:
 		}
 	}
 	rc.mu.Lock()
@@ -113,6 +117,9 @@ func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Unlock()
 	w.WriteHeader(rec.Status)
 }
+
+// release ends every delay, those under way and those to come.
+func (rc *receiver) release() { rc.releaseOnce.Do(func() { close(rc.released) }) }
 
 // requests returns a copy of everything received so far.
 func (rc *receiver) requests() []received {

@@ -48,8 +48,10 @@ func TestDeliveryCrashMidRetryLosesNothing(t *testing.T) {
 	// Kill once deliveries are in the tiers: some events had their second
 	// attempt, none has succeeded yet everywhere. Every order is pushed
 	// first: a push whose call the kill cut is taken over only when its
-	// three-minute lease ends, and this test is about the deliveries.
-	testenv.Eventually(t, 30*time.Second, func() error {
+	// lease ends, and this test is about the deliveries. Twenty creates
+	// one after another and their pushes may take most of a minute on a
+	// slow real cluster.
+	testenv.Eventually(t, 90*time.Second, func() error {
 		var pushed struct{ Data []json.RawMessage }
 		c.Get("/v1/orders/pod?status=SUCCESS&limit=100").JSON(t, &pushed)
 		if len(pushed.Data) < orders {

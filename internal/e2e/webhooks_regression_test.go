@@ -133,12 +133,11 @@ func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
 	// deferred again.
 	deferredTo := func(topic string) int {
 		n := 0
-		_ = scanTopic(t, d.app.Brokers, topic, 3*time.Second, func(r *kgo.Record) bool {
+		readToEnd(t, d, topic, func(r *kgo.Record) {
 			var task schemas.DeliveryTask
 			if json.Unmarshal(r.Value, &task) == nil && task.WebhookID == ws.ID && task.Attempt == 1 {
 				n++
 			}
-			return false
 		})
 		return n
 	}

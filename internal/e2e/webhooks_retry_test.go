@@ -200,13 +200,14 @@ func TestWebhookAutoDisableAtTen(t *testing.T) {
 		t.Fatalf("after 9 failed deliveries: %+v", w2)
 	}
 
-	// A slow one (each attempt held 1.5 s) is still pending when the
-	// tenth delivery fails.
+	// A slow one (each attempt held 3 s, its seven 21 s) is still pending
+	// when the tenth delivery fails: the tenth's seven attempts cross the
+	// retry tiers six times, seconds on a loaded real cluster.
 	slow := sendTest(t, d.client, w.ID)
 	rc.mu.Lock()
 	rc.delay = func(r received) time.Duration {
 		if r.ID == slow.EventID.String() {
-			return 1500 * time.Millisecond
+			return 3 * time.Second
 		}
 		return 0
 	}
@@ -277,8 +278,13 @@ func TestWebhookAutoDisableAtTen(t *testing.T) {
 func TestWebhookSlowEndpointDoesNotDelayOthers(t *testing.T) {
 	waitsMostly(t)
 	slow, healthy := newReceiver(t), newReceiver(t)
-	slow.delay = func(received) time.Duration { return 12 * time.Second }
-	d := startDemo(t, allow(slow, healthy))
+	// The slow endpoint holds every request until the test has looked,
+	// within a webhook timeout no run comes near: with the default 10 s, a
+	// slow real cluster could take longer than that to deliver the healthy
+	// endpoint's 18, and a slow request timed out would count as finished.
+	slow.delay = func(received) time.Duration { return time.Hour }
+	defer slow.release()
+	d := startDemo(t, allow(slow, healthy), func(c *config.Config) { c.WebhookTimeout = 2 * time.Minute })
 	ws := createWebhook(t, d.client, slow.url("/slow"))
 	wh := createWebhook(t, d.client, healthy.url("/ok"))
 	healthy.setSecret(wh.Secret)
@@ -293,7 +299,7 @@ func TestWebhookSlowEndpointDoesNotDelayOthers(t *testing.T) {
 		}
 	}
 	// order.created + PROCESSING + SUCCESS per order
-	recs := waitDeliveries(t, d.client, wh.ID, orders*3, "success", 30*time.Second)
+	recs := waitDeliveries(t, d.client, wh.ID, orders*3, "success", time.Minute)
 	held := slow.inFlight()
 	if done := len(slow.requests()); done != 0 || held == 0 {
 		t.Fatalf("slow endpoint: %d requests finished, %d held, when the healthy one had all %d", done, held, len(recs))
