@@ -527,6 +527,12 @@ func (g *Guard) targetAddrs(ctx context.Context, lookupNet, host string) ([]neti
 // endpoint may close an idle kept connection just as a request goes out),
 // so an endpoint that hangs up on a request sees it twice.
 //
+// An attempt takes at most the timeout: the connect and the TLS handshake
+// share one deadline (fasthttp sets the handshake's from the dial's
+// start), and writing and reading end at the attempt's start plus the
+// timeout. The one exception is that second try: its new connection has
+// the whole timeout again.
+//
 // It is fasthttp's client, already in the build through Fiber: it writes
 // and reads a request in the calling goroutine, where net/http's transport
 // hands each one to two goroutines of its connection, and allocates little.
