@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
@@ -530,8 +531,8 @@ func (g *Guard) targetAddrs(ctx context.Context, lookupNet, host string) ([]neti
 // An attempt takes at most the timeout: the connect and the TLS handshake
 // share one deadline (fasthttp sets the handshake's from the dial's
 // start), and writing and reading end at the attempt's start plus the
-// timeout. The one exception is that second try: its new connection has
-// the whole timeout again.
+// timeout. The one exception is that second try: its connect has what is
+// left of the timeout, but its TLS handshake may take the whole again.
 //
 // It is fasthttp's client, already in the build through Fiber: it writes
 // and reads a request in the calling goroutine, where net/http's transport
@@ -541,8 +542,12 @@ func (g *Guard) targetAddrs(ctx context.Context, lookupNet, host string) ([]neti
 // only, which every webhook endpoint does.
 func (g *Guard) Client(timeout time.Duration, inFlight int) *fasthttp.Client {
 	return &fasthttp.Client{
-		Dial: func(addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		// The dial has what is left of the attempt's time.
+		DialTimeout: func(addr string, left time.Duration) (net.Conn, error) {
+			if left <= 0 || left > timeout {
+				left = timeout
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), left)
 			defer cancel()
 			return g.DialContext(ctx, "tcp", addr)
 		},
@@ -558,9 +563,13 @@ func (g *Guard) Client(timeout time.Duration, inFlight int) *fasthttp.Client {
 		ReadBufferSize: ResponseHeaderLimit,
 		// A request on a kept connection the endpoint has just closed
 		// fails before any answer; it is sent once more, on a new one.
+		// Any other failure ends the attempt: a POST is not idempotent.
 		MaxIdemponentCallAttempts: 2,
-		NoDefaultUserAgentHeader:  true,
-		DisablePathNormalizing:    true,
+		RetryIfErr: func(_ *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+			return false, errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed)
+		},
+		NoDefaultUserAgentHeader: true,
+		DisablePathNormalizing:   true,
 	}
 }
 

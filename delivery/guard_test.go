@@ -680,7 +680,7 @@ func TestClientIgnoresProxyEnvironment(t *testing.T) {
 
 func TestClientSettings(t *testing.T) {
 	c := (&Guard{}).Client(7*time.Second, 256)
-	if c.Dial == nil {
+	if c.DialTimeout == nil || c.Dial != nil {
 		t.Error("the client does not dial only through the guard")
 	}
 	if c.ReadTimeout != 7*time.Second || c.WriteTimeout != 7*time.Second || c.MaxConnWaitTimeout != 7*time.Second {

@@ -33,6 +33,10 @@ func TestSendOutcomes(t *testing.T) {
 			if err == nil {
 				conn.Close()
 			}
+		case "/hints": // an interim answer first, then the answer
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.WriteHeader(204)
 		case "/slow":
 			time.Sleep(300 * time.Millisecond)
 		case "/":
@@ -68,6 +72,9 @@ func TestSendOutcomes(t *testing.T) {
 		{srv.URL + "/ok", 204, ""},
 		{srv.URL + "?x=1", 204, ""}, // no path: sent as "/?x=1"
 		{srv.URL + "/bigheaders", 200, ""},
+		// Twice: the kept connection stays in step after an interim answer.
+		{srv.URL + "/hints", 204, ""},
+		{srv.URL + "/hints", 204, ""},
 		{srv.URL + "/hugeheaders", 0, "the response's headers are over 64 KiB"},
 		{srv.URL + "/fail", 500, "HTTP 500"},
 		{srv.URL + "/redirect", 302, "HTTP 302: redirects are not followed"},

@@ -105,32 +105,25 @@ func checkIdempotencyKey(c *fiber.Ctx) error {
 // refused: no endpoint takes a list that way, and reading the first alone
 // would answer a question the client did not ask.
 func checkInput(c *fiber.Ctx) error {
-	var bad *Error
 	args := c.Request().URI().QueryArgs()
 	var seen map[string]bool
 	if args.Len() > 1 {
 		seen = make(map[string]bool, args.Len())
 	}
-	args.VisitAll(func(k, v []byte) {
-		if bad != nil {
-			return
-		}
+	for k, v := range args.All() {
 		name := string(k)
 		if !validText(k) {
-			bad = Validation("query", "query parameter names must be valid UTF-8 without U+0000")
-			return
+			return Validation("query", "query parameter names must be valid UTF-8 without U+0000")
 		}
 		if seen[name] {
-			bad = Validation(name, name+" must be given once")
-			return
+			return Validation(name, name+" must be given once")
 		}
 		if seen != nil {
 			seen[name] = true
 		}
-		bad = textError(name, v)
-	})
-	if bad != nil {
-		return bad
+		if bad := textError(name, v); bad != nil {
+			return bad
+		}
 	}
 	if err := decodeBody(c); err != nil {
 		return err
