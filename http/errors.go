@@ -71,15 +71,6 @@ type errorBody struct {
 // errorHandler turns any error a handler returns into the one error shape.
 func errorHandler(log *slog.Logger, methods *methodTable) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
-		if err == fiber.ErrRequestTimeout && len(c.Request().Header.RawHeaders()) == 0 {
-			// A connection that sent no request within the read timeout
-			// (one a client's pool opened and never used). fasthttp would
-			// answer it; an answer nobody asked for can be read by the
-			// client as the response to its next request on that
-			// connection. Closing it says nothing, as net/http does.
-			_ = c.Context().Conn().Close()
-			return nil
-		}
 		apiErr := toAPIError(err)
 		if apiErr.Status() == fiber.StatusMethodNotAllowed && c.GetRespHeader(fiber.HeaderAllow) == "" {
 			apiErr = methodNotAllowed(c, methods.allowed(c.Path()))

@@ -2,7 +2,9 @@ package http
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 )
 
 // BodyLimit is the largest request body accepted (413 above it).
@@ -113,6 +116,8 @@ func (s *Server) OpsApp() *fiber.App {
 		IdleTimeout:           2 * time.Minute,
 		JSONEncoder:           marshalJSON,
 	})
+	srv := app.Server()
+	srv.ErrorHandler = quietOnIdle(srv.ErrorHandler)
 	app.Use(recover.New())
 	app.Use(requestIDs)
 	if s.Metrics != nil {
@@ -128,6 +133,34 @@ func (s *Server) OpsApp() *fiber.App {
 	}
 	return app
 }
+
+// quietOnIdle wraps the server's handler of requests it could not read.
+// A connection that sent nothing within the read timeout (one a client's
+// pool opened and never used) is closed without an answer, as net/http
+// does: an answer nobody asked for can be read by the client as the
+// response to its next request on that connection. fasthttp hands over the
+// read's own timeout error then, unwrapped; a request cut short within its
+// headers comes wrapped, and is answered. Fiber takes any error whose text
+// says "timeout" for one, and fasthttp's text quotes the request's bytes,
+// so a malformed request with a header such as "Keep-Alive: timeout=5" is
+// passed on as malformed.
+func quietOnIdle(answer func(*fasthttp.RequestCtx, error)) func(*fasthttp.RequestCtx, error) {
+	return func(ctx *fasthttp.RequestCtx, err error) {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			_ = ctx.Conn().Close()
+			return
+		}
+		var ne net.Error
+		if !(errors.As(err, &ne) && ne.Timeout()) && !errors.As(err, new(*fasthttp.ErrSmallBuffer)) &&
+			strings.Contains(err.Error(), "timeout") {
+			err = errMalformed
+		}
+		answer(ctx, err)
+	}
+}
+
+// errMalformed is a request fasthttp could not read, for Fiber's handler.
+var errMalformed = errors.New("malformed request")
 
 // marshalJSON encodes without HTML escaping, so messages read as written.
 func marshalJSON(v any) ([]byte, error) {

@@ -29,6 +29,9 @@ func TestAnIdleNewConnectionIsClosedWithoutAnAnswer(t *testing.T) {
 	}{
 		{"a connection that sends nothing gets no answer", "", ""},
 		{"a request sent in time is answered", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK"},
+		{"a request cut short within its headers is answered", "GET /healthz HTTP/1.1\r\nHost: x\r\n", "HTTP/1.1 400 Bad Request"},
+		{"a malformed request whose header says timeout is answered", "GET /healthz HTTP/1.1\r\nKeep-Alive: timeout=5\r\n\r\n",
+			"HTTP/1.1 400 Bad Request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", ln.Addr().String())
