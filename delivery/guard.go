@@ -562,11 +562,13 @@ func (g *Guard) Client(timeout time.Duration, inFlight int) *fasthttp.Client {
 		// would fail a 2xx that sets a long policy header or cookies.
 		ReadBufferSize: ResponseHeaderLimit,
 		// A request on a kept connection the endpoint has just closed
-		// fails before any answer; it is sent once more, on a new one.
-		// Any other failure ends the attempt: a POST is not idempotent.
+		// fails before any answer: fasthttp reports io.EOF itself, not
+		// wrapped, and it is sent once more, on a new one. Any other
+		// failure ends the attempt (a POST is not idempotent), an answer
+		// cut short included: its EOF comes wrapped.
 		MaxIdemponentCallAttempts: 2,
 		RetryIfErr: func(_ *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
-			return false, errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed)
+			return false, err == io.EOF
 		},
 		NoDefaultUserAgentHeader: true,
 		DisablePathNormalizing:   true,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -90,6 +91,10 @@ func describe(err error, timeout time.Duration) string {
 		return "the endpoint closed the connection without a response"
 	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
 		return fmt.Sprintf("the response's headers are over %d KiB", ResponseHeaderLimit>>10)
+	case strings.HasPrefix(err.Error(), "error when reading response headers"):
+		// fasthttp's one wording for an answer it cannot read (two
+		// Content-Length headers, lines that end without CR, ...).
+		return "the response is not valid HTTP/1.1"
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {

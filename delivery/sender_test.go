@@ -17,7 +17,16 @@ import (
 // through the guarded client: what counts as success, and what the
 // delivery log is told on failure (never the URL).
 func TestSendOutcomes(t *testing.T) {
-	var hangups atomic.Int32
+	var hangups, halves atomic.Int32
+	// raw answers with bytes of its own, then closes the connection.
+	raw := func(w http.ResponseWriter, answer string) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_, _ = buf.WriteString(answer)
+			_ = buf.Flush()
+			conn.Close()
+		}
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ok":
@@ -37,6 +46,11 @@ func TestSendOutcomes(t *testing.T) {
 			w.Header().Set("Link", "</style.css>; rel=preload")
 			w.WriteHeader(http.StatusEarlyHints)
 			w.WriteHeader(204)
+		case "/half": // the status line and a header, then nothing
+			halves.Add(1)
+			raw(w, "HTTP/1.1 200 OK\r\nX-A: b\r\n")
+		case "/twolengths":
+			raw(w, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n")
 		case "/slow":
 			time.Sleep(300 * time.Millisecond)
 		case "/":
@@ -80,6 +94,8 @@ func TestSendOutcomes(t *testing.T) {
 		{srv.URL + "/redirect", 302, "HTTP 302: redirects are not followed"},
 		{srv.URL + "/big", 200, ""},
 		{srv.URL + "/hangup", 0, "the endpoint closed the connection without a response"},
+		{srv.URL + "/half", 0, "the endpoint closed the connection without a response"},
+		{srv.URL + "/twolengths", 0, "the response is not valid HTTP/1.1"},
 		{srv.URL + "/slow", 0, "timeout: no response within 200ms"},
 		{"http://rebind.test:" + port + "/ok", 0, "refused: the target resolves to a private, loopback or otherwise internal address"},
 		{"http://10.0.0.1:" + port + "/ok", 0, "refused: the target resolves to a private, loopback or otherwise internal address"},
@@ -96,6 +112,10 @@ func TestSendOutcomes(t *testing.T) {
 	// A hang-up is tried once more on a new connection, never more.
 	if n := hangups.Load(); n != 2 {
 		t.Errorf("the endpoint that hangs up was asked %d times, want 2", n)
+	}
+	// An answer cut short is not a hang-up: the endpoint had the request.
+	if n := halves.Load(); n != 1 {
+		t.Errorf("the endpoint that answered half was asked %d times, want 1", n)
 	}
 	// The URL rules are applied again before each request: a URL stored
 	// outside production is refused by a production sender without a

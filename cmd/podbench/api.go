@@ -19,9 +19,9 @@ import (
 // HTTP/1.1 (what podsvc's Fiber server speaks). It is fasthttp's, which
 // writes and reads in the calling goroutine: net/http's transport runs two
 // more per connection, and podbench shares the machine podsvc is measured
-// on. No request is sent twice: fasthttp would send one again, POSTs
-// included, after a connection closed without an answer, and a create sent
-// twice is not the load the report describes. The idle connections it
+// on. No request is sent twice (a create sent twice is not the load the
+// report describes): one attempt, whatever a later fasthttp's default for
+// a connection closed without an answer. The idle connections it
 // keeps are closed before podsvc's own idle timeout (2 minutes) would.
 func newHTTPClient(conns int, timeout time.Duration) *fasthttp.Client {
 	return &fasthttp.Client{
