@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -116,8 +117,7 @@ func (s *Server) OpsApp() *fiber.App {
 		IdleTimeout:           2 * time.Minute,
 		JSONEncoder:           marshalJSON,
 	})
-	srv := app.Server()
-	srv.ErrorHandler = quietOnIdle(srv.ErrorHandler)
+	quietOnIdle(app.Server())
 	app.Use(recover.New())
 	app.Use(requestIDs)
 	if s.Metrics != nil {
@@ -135,18 +135,34 @@ func (s *Server) OpsApp() *fiber.App {
 }
 
 // quietOnIdle wraps the server's handler of requests it could not read.
-// A connection that sent nothing within the read timeout (one a client's
-// pool opened and never used) is closed without an answer, as net/http
-// does: an answer nobody asked for can be read by the client as the
-// response to its next request on that connection. fasthttp hands over the
-// read's own timeout error then, unwrapped; a request cut short within its
-// headers comes wrapped, and is answered. Fiber takes any error whose text
-// says "timeout" for one, and fasthttp's text quotes the request's bytes,
-// so a malformed request with a header such as "Keep-Alive: timeout=5" is
-// passed on as malformed.
-func quietOnIdle(answer func(*fasthttp.RequestCtx, error)) func(*fasthttp.RequestCtx, error) {
-	return func(ctx *fasthttp.RequestCtx, err error) {
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+// A connection that sent nothing (one a client's pool opened and never
+// used, past the read timeout, or reset) is closed without an answer, as
+// net/http does: an answer nobody asked for can be read by the client as the
+// response to its next request on that connection. Every other request is
+// answered, one cut short or whose body stalls included. The error does
+// not tell them apart (a stalled body's is the read's own timeout too, and
+// the request is reset by then), so the connections that sent a byte are
+// tracked through the server's connection states. Fiber takes any error
+// whose text says "timeout" for one, and fasthttp's text quotes the
+// request's bytes, so a malformed request with a header such as
+// "Keep-Alive: timeout=5" is passed on as malformed.
+func quietOnIdle(srv *fasthttp.Server) {
+	var sent sync.Map // net.Conn: it sent at least one byte
+	state := srv.ConnState
+	srv.ConnState = func(c net.Conn, s fasthttp.ConnState) {
+		switch s {
+		case fasthttp.StateActive:
+			sent.Store(c, struct{}{})
+		case fasthttp.StateClosed, fasthttp.StateHijacked:
+			sent.Delete(c)
+		}
+		if state != nil {
+			state(c, s)
+		}
+	}
+	answer := srv.ErrorHandler
+	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		if _, ok := sent.Load(ctx.Conn()); !ok {
 			_ = ctx.Conn().Close()
 			return
 		}

@@ -30,6 +30,8 @@ func TestAnIdleNewConnectionIsClosedWithoutAnAnswer(t *testing.T) {
 		{"a connection that sends nothing gets no answer", "", ""},
 		{"a request sent in time is answered", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK"},
 		{"a request cut short within its headers is answered", "GET /healthz HTTP/1.1\r\nHost: x\r\n", "HTTP/1.1 400 Bad Request"},
+		{"a request whose body stalls is answered", "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab",
+			"HTTP/1.1 400 Bad Request"},
 		{"a malformed request whose header says timeout is answered", "GET /healthz HTTP/1.1\r\nKeep-Alive: timeout=5\r\n\r\n",
 			"HTTP/1.1 400 Bad Request"},
 	} {
