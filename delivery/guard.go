@@ -563,9 +563,11 @@ func (g *Guard) Client(timeout time.Duration, inFlight int) *fasthttp.Client {
 		ReadBufferSize: ResponseHeaderLimit,
 		// A request on a kept connection the endpoint has just closed
 		// fails before any answer: fasthttp reports io.EOF itself, not
-		// wrapped, and it is sent once more, on a new one. Any other
-		// failure ends the attempt (a POST is not idempotent), an answer
-		// cut short included: its EOF comes wrapped.
+		// wrapped, and it is sent once more. Any other failure ends the
+		// attempt (a POST is not idempotent), an answer cut short included:
+		// its EOF comes wrapped, or is io.ErrUnexpectedEOF. Two closes
+		// fasthttp reports as the bare io.EOF too, and so are sent again:
+		// right after an interim answer, and between two chunks of a body.
 		MaxIdemponentCallAttempts: 2,
 		RetryIfErr: func(_ *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
 			return false, err == io.EOF

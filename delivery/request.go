@@ -72,6 +72,11 @@ func (s *Sender) send(hook *Hook, t schemas.DeliveryTask) (code int, failure str
 	return code, fmt.Sprintf("HTTP %d", code)
 }
 
+// readingHeaders begins fasthttp's one wording for an answer whose status
+// line and headers it could not read (two Content-Length headers, lines
+// that end without CR, the connection closed amid them).
+const readingHeaders = "error when reading response headers"
+
 // describe turns a request error into a short, URL-free description.
 func describe(err error, timeout time.Duration) string {
 	var timeoutErr interface{ Timeout() bool }
@@ -87,13 +92,13 @@ func describe(err error, timeout time.Duration) string {
 		return "connection refused"
 	case errors.Is(err, syscall.ECONNRESET):
 		return "connection reset by the endpoint"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, fasthttp.ErrConnectionClosed):
+	case errors.Is(err, io.ErrUnexpectedEOF) || (errors.Is(err, io.EOF) && strings.HasPrefix(err.Error(), readingHeaders)):
+		return "the endpoint closed the connection in the middle of its response"
+	case errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed):
 		return "the endpoint closed the connection without a response"
 	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
 		return fmt.Sprintf("the response's headers are over %d KiB", ResponseHeaderLimit>>10)
-	case strings.HasPrefix(err.Error(), "error when reading response headers"):
-		// fasthttp's one wording for an answer it cannot read (two
-		// Content-Length headers, lines that end without CR, ...).
+	case strings.HasPrefix(err.Error(), readingHeaders) || errors.As(err, new(fasthttp.ErrBrokenChunk)):
 		return "the response is not valid HTTP/1.1"
 	}
 	var dnsErr *net.DNSError

@@ -241,9 +241,15 @@ func TestAHangingRedisDoesNotHoldCreates(t *testing.T) {
 		c.DemoToken = ""
 	}))
 	c := testenv.NewClient(t, "http://"+a.Addr(), d.cfg.DemoToken)
-	// A create held by Redis would hang for good; 15 s leaves room for a
-	// fresh peer's first decision and projection on a slow real cluster.
-	c.HTTP.Timeout = 15 * time.Second
+	// The fresh peer's first create also waits for its producer and the
+	// topics' metadata, seconds on a slow real cluster: it has 30 s. The
+	// three after it have 5 s, where Redis's own client would hold each
+	// of its calls 3 s.
+	c.HTTP.Timeout = 30 * time.Second
+	if r := c.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "hang-first", 1)); r.Status != 201 {
+		t.Fatalf("first create with Redis hanging: %d %s", r.Status, r.Body)
+	}
+	c.HTTP.Timeout = 5 * time.Second
 	for i := range 3 {
 		r := c.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, fmt.Sprintf("hang-%d", i), 1))
 		if r.Status != 201 {

@@ -272,7 +272,7 @@ func TestWebhookAutoDisableAtTen(t *testing.T) {
 }
 
 // TestWebhookSlowEndpointDoesNotDelayOthers gives one client two webhooks:
-// one endpoint holds every request 12 s (past the 10 s deadline), the other
+// one endpoint holds every request until the test has looked, the other
 // answers at once. Every delivery to the healthy one succeeds while the
 // slow one's first requests are still being held.
 func TestWebhookSlowEndpointDoesNotDelayOthers(t *testing.T) {
