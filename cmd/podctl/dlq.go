@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/kafka"
+	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/projections"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
@@ -272,30 +273,14 @@ func alsoReadBy(n schemas.Naming, consumer, topic string) string {
 	return ""
 }
 
-// lock takes the advisory lock of consumer's replays, on a connection of
-// its own, or says that another replay holds it. unlock frees both.
+// lock takes the advisory lock of consumer's replays, or says that
+// another replay holds it.
 func (d *dlqEnv) lock(ctx context.Context, consumer string) (unlock func(), err error) {
-	conn, err := d.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("lock the replays of %s: %w", consumer, err)
+	unlock, held, err := pg.TryLock(ctx, d.pool, "podctl.dlq-replay "+d.naming.DeadLetterTopic(consumer))
+	if err == nil && !held {
+		err = fmt.Errorf("another dlq replay of %s is running: run this one once it has ended", consumer)
 	}
-	key := "podctl.dlq-replay " + d.naming.DeadLetterTopic(consumer)
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, key).Scan(&got); err != nil || !got {
-		conn.Release()
-		if err != nil {
-			return nil, fmt.Errorf("lock the replays of %s: %w", consumer, err)
-		}
-		return nil, fmt.Errorf("another dlq replay of %s is running: run this one once it has ended", consumer)
-	}
-	return func() {
-		// A session lock outlives the statement: the connection goes back
-		// to the pool only once it is freed, else it is closed.
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		}
-		conn.Release()
-	}, nil
+	return unlock, err
 }
 
 // store saves the replay position of consumer: next is the first dead

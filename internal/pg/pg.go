@@ -178,3 +178,29 @@ func IsUnavailable(err error) bool {
 	}
 	return pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// TryLock takes the session advisory lock named key, on a connection of
+// its own that it keeps until unlock, which frees both. held is false, and
+// nothing is held, when another session holds the lock: a second run of
+// a command that must run once at a time.
+func TryLock(ctx context.Context, pool *pgxpool.Pool, key string) (unlock func(), held bool, err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("take the lock %q: %w", key, err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, key).Scan(&held); err != nil || !held {
+		conn.Release()
+		if err != nil {
+			return nil, false, fmt.Errorf("take the lock %q: %w", key, err)
+		}
+		return nil, false, nil
+	}
+	return func() {
+		// A session lock outlives the statement: the connection goes back
+		// to the pool only once it is freed, else it is closed.
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+	}, true, nil
+}
