@@ -51,8 +51,12 @@ type Consumer struct {
 	LingerBatch int
 	brief       bool // Linger is BriefLinger by default: only when busy
 	// IdleCheck is how often an idle consumer looks for a rewind of its
-	// stored offsets (podctl replay); default 2s.
+	// stored offsets (an operator's edit); default 2s.
 	IdleCheck time.Duration
+	// DeadLetterAs names the consumer whose dead-letter topic takes this
+	// one's dead letters (default: its own, Naming.DeadLetterTopic(Name)):
+	// a read model's rebuild dead-letters what its projector does.
+	DeadLetterAs string
 	// SessionOpts, when set, gives options for each new client: the loop
 	// makes a fresh client per group session (after a rewind, an error),
 	// and hooks that keep per-client state (kprom) must not be shared
@@ -73,6 +77,14 @@ type Runner struct {
 	// (Naming.DeadLetterTopic of the consumer); it must be idempotent and
 	// wait for all in-sync replicas (acks=all), as kafka.NewProducer is.
 	Producer *kgo.Client
+}
+
+// deadLetters is the consumer whose dead-letter topic c writes.
+func (c Consumer) deadLetters() string {
+	if c.DeadLetterAs != "" {
+		return c.DeadLetterAs
+	}
+	return c.Name
 }
 
 var errRejoin = errors.New("stored offsets moved back: rejoin")
@@ -434,7 +446,7 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 		if done {
 			r.Metrics.observeDeadLetter(c.Name)
 			log.Error("record dead-lettered: it cannot be applied", "topic", rec.Topic, "partition", rec.Partition,
-				"offset", rec.Offset, "dlq", r.Naming.DeadLetterTopic(c.Name), "err", cause)
+				"offset", rec.Offset, "dlq", r.Naming.DeadLetterTopic(c.deadLetters()), "err", cause)
 		}
 		return nil
 	})
@@ -589,7 +601,7 @@ func keyColumns(keys []tp) ([]string, []int32) {
 
 // behind decides what to do when the records fetched for k start at first,
 // past its stored offset. While the log still holds records in between,
-// the consumer re-reads from the stored offset (errRejoin): a replay
+// the consumer re-reads from the stored offset (errRejoin): an edit
 // rewound it, or cleared it while this member was fetching further on.
 // Only when the records in between are gone (retention deleted them, so
 // first is the log's start) does it go on, logging the gap; a stored

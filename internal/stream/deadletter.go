@@ -117,7 +117,7 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logStart logStartFu
 			return false, err
 		}
 	}
-	dl := DeadLetterRecord(r.Naming, c.Name, rec, cause, time.Now())
+	dl := DeadLetterRecord(r.Naming, c.deadLetters(), rec, cause, time.Now())
 	if err := r.Producer.ProduceSync(ctx, dl).FirstErr(); err != nil {
 		return false, fmt.Errorf("produce dead letter to %s: %w", dl.Topic, err)
 	}

@@ -54,11 +54,11 @@ func TestIsPermanent(t *testing.T) {
 	}
 }
 
-// startDL runs c with a dead-letter producer and metrics; c's dead-letter
-// topic is created first.
+// startDL runs c with a dead-letter producer and metrics; the dead-letter
+// topic c writes is created first.
 func (f fixture) startDL(t *testing.T, c Consumer, m *Metrics) running {
 	t.Helper()
-	if err := kafka.EnsureTopics(context.Background(), f.prod, kafka.TopicSpec{Partitions: schemas.DeadLetterPartitions}, schemas.Naming{}.DeadLetterTopic(c.Name)); err != nil {
+	if err := kafka.EnsureTopics(context.Background(), f.prod, kafka.TopicSpec{Partitions: schemas.DeadLetterPartitions}, schemas.Naming{}.DeadLetterTopic(c.deadLetters())); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -147,7 +147,7 @@ func TestAPoisonRecordFirstAfterARetentionGapIsDeadLettered(t *testing.T) {
 	c := Consumer{Name: "test.gap.poison", Handle: func(context.Context, pgx.Tx, []*kgo.Record) ([]*kgo.Record, error) {
 		return nil, Poison(errors.New("cannot decode"))
 	}}
-	if err := kafka.EnsureTopics(context.Background(), f.prod, kafka.TopicSpec{Partitions: schemas.DeadLetterPartitions}, schemas.Naming{}.DeadLetterTopic(c.Name)); err != nil {
+	if err := kafka.EnsureTopics(context.Background(), f.prod, kafka.TopicSpec{Partitions: schemas.DeadLetterPartitions}, schemas.Naming{}.DeadLetterTopic(c.deadLetters())); err != nil {
 		t.Fatal(err)
 	}
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod, Metrics: NewMetrics(prometheus.NewRegistry())}
@@ -244,6 +244,38 @@ func TestPoisonRecordIsDeadLettered(t *testing.T) {
 	if n := len(f.deadLetters(t, c.Name)); n != 3 {
 		t.Errorf("%d dead letters after a restart, want 3", n)
 	}
+}
+
+// TestADeadLetterGoesWhereDeadLetterAsSays runs a consumer that
+// dead-letters as another one (a read model's rebuild, as its projector):
+// its dead letters are that one's, in that one's topic.
+func TestADeadLetterGoesWhereDeadLetterAsSays(t *testing.T) {
+	f := setup(t)
+	c := Consumer{Name: "test.rebuild", DeadLetterAs: "test.live", Topics: []string{topic},
+		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+			for _, r := range recs {
+				if string(r.Value) == "poison" {
+					return nil, Poison(errors.New("cannot decode poison"))
+				}
+			}
+			return insertHandler(ctx, tx, recs)
+		}}
+	f.produce(t, 0, 10)
+	f.produceValues(t, "poison")
+	f.produce(t, 10, 20)
+	r := f.startDL(t, c, nil)
+	defer r.stop()
+	f.waitCount(t, 20)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		dls := f.deadLetters(t, "test.live")
+		if len(dls) != 1 {
+			return fmt.Errorf("%d dead letters in test.live's topic, want 1", len(dls))
+		}
+		if string(dls[0].Value) != "poison" || header(dls[0], HeaderDLQConsumer) != "test.live" {
+			return fmt.Errorf("dead letter %q of consumer %q", dls[0].Value, header(dls[0], HeaderDLQConsumer))
+		}
+		return nil
+	})
 }
 
 // TestTransientFailureIsNotDeadLettered fails one record with errors that

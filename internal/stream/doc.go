@@ -27,7 +27,8 @@
 //     so good records still apply exactly once), down to single records. A
 //     record that on its own fails permanently PoisonAttempts times is
 //     produced to the consumer's dead-letter topic
-//     (schemas.Naming.DeadLetterTopic: pod.dlq.<consumer>) with its key, value and
+//     (schemas.Naming.DeadLetterTopic: pod.dlq.<consumer>, or
+//     <Consumer.DeadLetterAs>) with its key, value and
 //     headers plus pod-dlq-* headers naming the error, the original topic,
 //     partition and offset, the consumer and the time; then one transaction
 //     stores its offset as consumed, and the loop goes on. The produce comes
@@ -39,8 +40,10 @@
 //     applied or dead-lettered or a poll finds nothing to do, so it goes
 //     stale only for a consumer stuck retrying. podctl dlq list|replay shows
 //     and re-drives dead letters.
-//   - When the stored offset moves backwards (podctl replay), the consumer
-//     rejoins and starts again from the stored offsets.
+//   - When the stored offset moves backwards (an operator's edit of
+//     consumer_offsets), the consumer rejoins and starts again from the
+//     stored offsets. When it moves forwards (a read model's rebuild swapped
+//     in, projections.Rebuild), the records below it are dropped as applied.
 //   - A batch is what one poll returns, up to MaxBatch records, gathered
 //     for a moment while the stage is busy: when a poll returns fewer than
 //     BriefLingerBatch records and the stage took one record per
