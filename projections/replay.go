@@ -1,32 +1,36 @@
 // Package projections holds the read models (one package each) and what
-// operators do to all of them: rebuilding one from the log.
+// operators do to all of them: rebuilding one from the log (rebuild.go).
 package projections
 
 import (
-	"context"
-	"fmt"
+	"log/slog"
 	"sort"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/cache"
+	"github.com/printpod/pod/internal/stream"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
 )
 
 // Projection names a read model: its consumer, the (logical) topic it
-// reads and the tables it owns.
+// reads, the tables it owns, how it is rebuilt and what a rebuild announces
+// once it is live.
 type Projection struct {
-	Consumer string
-	Topic    string
-	Tables   []string
+	Consumer  string
+	Topic     string
+	Tables    []string
+	Rebuilder func(schemas.Naming, *slog.Logger) stream.Consumer
+	Announce  func(*pgx.Batch) // nil: nothing
 }
 
 // All are the read models podctl replay can rebuild, by name.
 var All = map[string]Projection{
-	"catalog": {Consumer: catalogrm.ConsumerName, Topic: schemas.TopicCatalogEvents, Tables: catalogrm.Tables},
-	"orders":  {Consumer: orderrm.ConsumerName, Topic: schemas.TopicOrderEvents, Tables: orderrm.Tables},
+	"catalog": {Consumer: catalogrm.ConsumerName, Topic: schemas.TopicCatalogEvents, Tables: catalogrm.Tables,
+		Rebuilder: catalogrm.Rebuilder, Announce: func(b *pgx.Batch) { cache.QueueAnnounce(b, catalogrm.CacheName) }},
+	"orders": {Consumer: orderrm.ConsumerName, Topic: schemas.TopicOrderEvents, Tables: orderrm.Tables,
+		Rebuilder: orderrm.Rebuilder},
 }
 
 // ByConsumer names the read model the consumer builds ("" and false for
@@ -48,40 +52,4 @@ func Names() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// Reset empties a read model and forgets its stored offsets in one
-// transaction. A running projector notices the offsets are gone and
-// rebuilds from the start of the log; a stopped one does at its next start.
-// The offset rows are locked first, so a batch in flight finishes before
-// the tables are emptied.
-func Reset(ctx context.Context, pool *pgxpool.Pool, name string) error {
-	p, ok := All[name]
-	if !ok {
-		return fmt.Errorf("unknown projection %q (known: %v)", name, Names())
-	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM consumer_offsets WHERE consumer = $1 FOR UPDATE`, p.Consumer); err != nil {
-			return err
-		}
-		tables := make([]string, len(p.Tables))
-		for i, t := range p.Tables {
-			tables[i] = pgx.Identifier{t}.Sanitize()
-		}
-		if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(tables, ", ")); err != nil {
-			return fmt.Errorf("empty %s: %w", name, err)
-		}
-		_, err := tx.Exec(ctx, `DELETE FROM consumer_offsets WHERE consumer = $1`, p.Consumer)
-		return err
-	})
-}
-
-// Applied is how many records of the projection's topic it has applied
-// (the sum of its stored next offsets).
-func Applied(ctx context.Context, pool *pgxpool.Pool, n schemas.Naming, name string) (int64, error) {
-	p := All[name]
-	var applied int64
-	err := pool.QueryRow(ctx, `SELECT COALESCE(sum(next_offset), 0) FROM consumer_offsets WHERE consumer = $1 AND topic = $2`,
-		p.Consumer, n.Topic(p.Topic)).Scan(&applied)
-	return applied, err
 }

@@ -40,9 +40,10 @@ func main() {
 
 // env is what every subcommand connects to.
 type env struct {
-	cfg   config.Config
-	pool  *pgxpool.Pool
-	kafka *kgo.Client // set by openKafkaEnv
+	cfg     config.Config
+	pool    *pgxpool.Pool
+	kafka   *kgo.Client // set by openKafkaEnv
+	brokers []string    // set by openKafkaEnv
 }
 
 func openEnv(ctx context.Context) (*env, error) {
@@ -73,6 +74,7 @@ func openKafkaEnv(ctx context.Context) (*env, error) {
 	}
 	brokers, err := kafka.ResolveBrokers(e.cfg.KafkaBrokers, e.cfg.KafkaAddrFile())
 	if err == nil {
+		e.brokers = brokers
 		e.kafka, err = kafka.NewProducer(brokers, kgo.ClientID("podctl"))
 	}
 	if err != nil {

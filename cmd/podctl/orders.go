@@ -9,8 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
-	"github.com/printpod/pod/internal/kafka"
-	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/internal/logging"
 	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/projections"
 	"github.com/printpod/pod/schemas"
@@ -123,15 +122,15 @@ func wholeLog(ctx context.Context, adm *kadm.Client, topic string) error {
 
 func replayCmd() *cobra.Command {
 	var name string
-	var wait time.Duration
+	var limit time.Duration
 	var quiet, truncated bool
 	cmd := &cobra.Command{
 		Use:   "replay --projection NAME",
 		Short: "Rebuild a read model from the log (" + fmt.Sprint(projections.Names()) + ")",
-		Long: "Empties the read model and its stored offsets in one transaction; the projector\n" +
-			"of a running podsvc then rebuilds it from the start of the topic. podctl waits,\n" +
-			"with a progress bar, until the rebuild reaches the log end seen at the start.\n" +
-			"It refuses, resetting nothing, when retention has deleted the start of the topic:\n" +
+		Long: "Rebuilds the read model from the start of its topic beside the live one, with a\n" +
+			"progress bar, and swaps it in once it has caught up: requests read the whole live\n" +
+			"read model until then. Interrupted, it goes on from where it stopped when run again.\n" +
+			"It refuses, changing nothing, when retention has deleted the start of the topic:\n" +
 			"the rebuilt read model would lack those records (--from-truncated-log accepts that).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -140,63 +139,64 @@ func replayCmd() *cobra.Command {
 				return fmt.Errorf("--projection must be one of %v", projections.Names())
 			}
 			ctx := cmd.Context()
+			if limit > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, limit)
+				defer cancel()
+			}
 			e, err := openKafkaEnv(ctx)
 			if err != nil {
 				return err
 			}
 			defer e.close()
-			cl := e.kafka
 			if !truncated {
-				if err := wholeLog(ctx, kadm.NewClient(cl), e.cfg.Naming().Topic(p.Topic)); err != nil {
+				if err := wholeLog(ctx, kadm.NewClient(e.kafka), e.cfg.Naming().Topic(p.Topic)); err != nil {
 					return err
 				}
 			}
-			last, total, err := kafka.LastOffsets(ctx, kadm.NewClient(cl), e.cfg.Naming().Topic(p.Topic))
-			if err != nil {
-				return err
-			}
-			if err := projections.Reset(ctx, e.pool, name); err != nil {
-				return err
-			}
-			if wait <= 0 {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"projection": name, "reset": true, "records": total})
-			}
+			errw := cmd.ErrOrStderr()
 			var bar *progressbar.ProgressBar
-			if !quiet {
-				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
-					progressbar.OptionSetDescription("replaying "+name), progressbar.OptionShowCount(),
-					progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"))
-			}
-			wctx, cancel := context.WithTimeout(ctx, wait)
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- stream.WaitApplied(wctx, e.pool, p.Consumer, e.cfg.Naming().Topic(p.Topic), last) }()
-			tick := time.NewTicker(200 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case err := <-done:
-					if bar != nil {
-						_ = bar.Set64(total)
-						_ = bar.Finish()
-						fmt.Fprintln(cmd.ErrOrStderr())
+			var last projections.Progress
+			r := &projections.Rebuild{Pool: e.pool, Brokers: e.brokers, Producer: e.kafka, Naming: e.cfg.Naming(),
+				Log: logging.New(errw, "warn"),
+				Progress: func(pr projections.Progress) {
+					if quiet {
+						last = pr
+						return
 					}
-					if err != nil {
-						return fmt.Errorf("the read model was reset, but %w (is podsvc with the projector role running?)", err)
-					}
-					return printJSON(cmd.OutOrStdout(), map[string]any{"projection": name, "reset": true, "records": total, "rebuilt": true})
-				case <-tick.C:
-					if bar != nil {
-						if n, err := projections.Applied(ctx, e.pool, e.cfg.Naming(), name); err == nil {
-							_ = bar.Set64(min(n, total))
+					if bar == nil {
+						if pr.Resumed {
+							fmt.Fprintln(errw, "going on with the rebuild an earlier run left")
 						}
+						bar = progressbar.NewOptions64(pr.Total, progressbar.OptionSetWriter(errw),
+							progressbar.OptionSetDescription("replaying "+name), progressbar.OptionShowCount(),
+							progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"))
 					}
+					if pr.Phase != last.Phase && pr.Phase == projections.PhaseCatchingUp {
+						bar.Describe("replaying " + name + ", catching up with the live projector")
+					}
+					if pr.Applied > bar.GetMax64() {
+						bar.ChangeMax64(pr.Applied)
+					}
+					_ = bar.Set64(pr.Applied)
+					if pr.Phase == projections.PhaseSwapped {
+						_ = bar.Finish()
+						fmt.Fprintln(errw)
+					}
+					last = pr
+				}}
+			if err := r.Run(ctx, name); err != nil {
+				if bar != nil {
+					fmt.Fprintln(errw)
 				}
+				return err
 			}
+			return printJSON(cmd.OutOrStdout(), map[string]any{"projection": name, "records": last.Applied,
+				"resumed": last.Resumed, "rebuilt": true})
 		},
 	}
 	cmd.Flags().StringVar(&name, "projection", "", "read model to rebuild: "+fmt.Sprint(projections.Names()))
-	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "wait up to this long for the rebuild (0 = do not wait)")
+	cmd.Flags().DurationVar(&limit, "wait", 0, "stop after this long, to go on at the next run (0 = no limit)")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress output")
 	cmd.Flags().BoolVar(&truncated, "from-truncated-log", false, "replay even when retention deleted the topic's first records")
 	_ = cmd.MarkFlagRequired("projection")

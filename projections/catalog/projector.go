@@ -18,7 +18,8 @@ import (
 // ConsumerName is the projector's consumer group; chosen once.
 const ConsumerName = "projections.catalog"
 
-// Tables are the read model tables this projector owns (podctl replay empties them).
+// Tables are the read model tables this projector owns (a rebuild,
+// projections.Rebuild, makes them again and swaps them in).
 var Tables = []string{"variants", "products", "stores"}
 
 // CacheName is the name the catalog's cached answers (internal/cache) are
@@ -39,6 +40,17 @@ const CacheName = "catalog"
 // product's from its store, a variant's from its product), so the
 // publisher never makes such an event.
 func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
+	return projector(n, true)
+}
+
+// Rebuilder is the projector that writes a rebuild of the read model
+// beside the live one (projections.Rebuild): the same writes, unannounced,
+// since they are not in the read model requests read until the swap.
+func Rebuilder(n schemas.Naming, _ *slog.Logger) stream.Consumer {
+	return projector(n, false)
+}
+
+func projector(n schemas.Naming, announced bool) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: []string{n.Topic(schemas.TopicCatalogEvents)},
@@ -64,7 +76,9 @@ func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
 			}
 			b := &pgx.Batch{}
 			up.queue(b)
-			cache.QueueAnnounce(b, CacheName)
+			if announced {
+				cache.QueueAnnounce(b, CacheName)
+			}
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("project catalog: %w", err)
 			}

@@ -30,8 +30,8 @@ const ConsumerName = "projections.orders"
 // an order it changed (payload: the order id).
 const NotifyProjected = "order_projected"
 
-// Tables are the read model tables this projector owns (podctl replay
-// empties them), children first.
+// Tables are the read model tables this projector owns (a rebuild,
+// projections.Rebuild, makes them again and swaps them in).
 var Tables = []string{"order_push_attempts", "orders", "store_queues", "order_status_counts"}
 
 // Projector returns the consumer that builds the order read model. Every
@@ -41,7 +41,18 @@ var Tables = []string{"order_push_attempts", "orders", "store_queues", "order_st
 // batch's stores' queue counts and reads its orders, the events are
 // applied in order in memory (queue places and counts move as they would
 // one by one), and the results are written with unnest.
-func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
+func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
+	return projector(n, true)
+}
+
+// Rebuilder is the projector that writes a rebuild of the read model
+// beside the live one (projections.Rebuild): the same writes, unannounced,
+// since they are not in the read model requests read until the swap.
+func Rebuilder(n schemas.Naming, _ *slog.Logger) stream.Consumer {
+	return projector(n, false)
+}
+
+func projector(n schemas.Naming, announced bool) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: []string{n.Topic(schemas.TopicOrderEvents)},
@@ -63,7 +74,7 @@ func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 				}
 				items = append(items, it)
 			}
-			return apply(ctx, tx, items)
+			return apply(ctx, tx, items, announced)
 		}),
 	}
 }
@@ -138,7 +149,7 @@ type finish struct {
 	err     string
 }
 
-func apply(ctx context.Context, tx pgx.Tx, items []item) error {
+func apply(ctx context.Context, tx pgx.Tx, items []item, announced bool) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -307,7 +318,9 @@ func apply(ctx context.Context, tx pgx.Tx, items []item) error {
 	queueAttempts(write, startOrder, starts, finishOrder, finishes)
 	queueStatusCounts(write, news, olds)
 	queueQueues(write, moved, queues)
-	announce(write, append(news, olds...))
+	if announced {
+		announce(write, append(news, olds...))
+	}
 	if err := tx.SendBatch(ctx, write).Close(); err != nil {
 		return fmt.Errorf("apply order events: %w", err)
 	}
