@@ -10,6 +10,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/printpod/pod/commands/catalog"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
@@ -19,7 +20,8 @@ import (
 )
 
 // topicSize is the number of records ever written to topic (its name on
-// the broker).
+// the broker), read again while a partition has no leader (a broker just
+// started).
 func topicSize(t *testing.T, brokers []string, topic string) int64 {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -27,14 +29,13 @@ func topicSize(t *testing.T, brokers []string, topic string) int64 {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	testenv.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, n, err = kafka.LastOffsets(ctx, kadm.NewClient(cl), topic)
+		return err
+	})
 	return n
 }
 
