@@ -148,6 +148,14 @@ func (r *Rebuild) Run(ctx context.Context, name string) error {
 	if r.MaxBatch > 0 {
 		c.MaxBatch = r.MaxBatch
 	}
+	// A run killed without leaving the group keeps its member there until
+	// the session times out, and the next run's join waits for that: the
+	// shortest session brokers accept (group.min.session.timeout.ms) keeps
+	// the wait to seconds. Nothing depends on the group but the wait: the
+	// offsets are in Postgres.
+	c.SessionOpts = func() []kgo.Opt {
+		return []kgo.Opt{kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second)}
+	}
 	project := c.Handle
 	c.Handle = func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 		// Were the schema gone, the search_path would name the live
