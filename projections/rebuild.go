@@ -352,7 +352,10 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 		shadow).Scan(&version, &made); err != nil {
 		return err
 	}
-	if made == nil || *made != rebuildMark(name, version) {
+	switch {
+	case made == nil:
+		return fmt.Errorf("the rebuild's schema %s is gone: run the replay again to start over", shadow)
+	case *made != rebuildMark(name, version):
 		return errors.New("a migration ran during the rebuild, so the rebuilt tables no longer have the live tables' shape: " +
 			"run the replay again to start over")
 	}
