@@ -9,7 +9,7 @@
 #   RATE=50 DURATION=15s deploy/faults/run-all.sh --json
 #   FAULTS="kafka-broker-kill9 podsvc-rebalance" deploy/faults/run-all.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-all="kill9 pg-restart redis-stop bad-receivers kafka-broker-kill9 kafka-rolling-restart podsvc-rebalance"
+all="kill9 pg-restart redis-stop bad-receivers replay kafka-broker-kill9 kafka-rolling-restart podsvc-rebalance"
 faults=${FAULTS:-$all}
 build
 export PODBENCH_BIN PODSVC_BIN
