@@ -185,7 +185,7 @@ func (r *Rebuild) Run(ctx context.Context, name string) error {
 	// Each attempt first lets the rebuild reach the live projector's
 	// offsets as they move, so the hold of the swap is short.
 	liveOffsets := func(ctx context.Context) (map[int32]int64, error) {
-		return storedOffsets(ctx, r.Pool, p.Consumer, topic, false)
+		return stream.Offsets(ctx, r.Pool, p.Consumer, topic)
 	}
 	backoff := retry.WithMaxRetries(9, retry.WithCappedDuration(5*time.Second, retry.NewExponential(500*time.Millisecond)))
 	err = retry.Do(ctx, backoff, func(ctx context.Context) error {
@@ -269,13 +269,13 @@ func (b *rebuilding) until(ctx context.Context, phase Phase, target func(context
 		if err != nil {
 			return false, err
 		}
-		have, err := storedOffsets(ctx, b.r.Pool, b.consumer.Name, b.topic, false)
+		have, err := stream.Offsets(ctx, b.r.Pool, b.consumer.Name, b.topic)
 		if err != nil {
 			return false, err
 		}
 		b.applied = sum(have)
 		b.report(phase)
-		return reached(have, want), nil
+		return stream.Reached(have, want), nil
 	})
 }
 
@@ -310,9 +310,13 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 		SELECT $1, $2, p, 0 FROM unnest($3::int[]) AS p ORDER BY p ON CONFLICT DO NOTHING`, p.Consumer, rb.topic, partitions); err != nil {
 		return notLocked(err)
 	}
-	held, err := storedOffsets(ctx, tx, p.Consumer, rb.topic, true)
-	if err != nil {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM consumer_offsets WHERE consumer = $1 AND topic = $2 ORDER BY partition FOR UPDATE`,
+		p.Consumer, rb.topic); err != nil {
 		return notLocked(err)
+	}
+	held, err := stream.Offsets(ctx, tx, p.Consumer, rb.topic)
+	if err != nil {
+		return err
 	}
 	catchUp := r.CatchUp
 	if catchUp <= 0 {
@@ -328,11 +332,11 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 		return &retryable{fmt.Sprintf("the rebuild did not reach the live projector within %s", catchUp)}
 	}
 	rb.stop()
-	rebuilt, err := storedOffsets(ctx, tx, rb.consumer.Name, rb.topic, false)
+	rebuilt, err := stream.Offsets(ctx, tx, rb.consumer.Name, rb.topic)
 	if err != nil {
 		return err
 	}
-	if !reached(rebuilt, held) {
+	if !stream.Reached(rebuilt, held) {
 		return fmt.Errorf("the rebuild's offsets %v are behind the live projector's %v", rebuilt, held)
 	}
 	rb.applied = sum(rebuilt)
@@ -526,45 +530,6 @@ func cloneTables(ctx context.Context, tx pgx.Tx, tables []string, live, shadow s
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// querier is a pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// storedOffsets are consumer's stored next offsets on topic, by partition,
-// its rows locked when lock.
-func storedOffsets(ctx context.Context, q querier, consumer, topic string, lock bool) (map[int32]int64, error) {
-	sql := `SELECT partition, next_offset FROM consumer_offsets WHERE consumer = $1 AND topic = $2`
-	if lock {
-		sql += ` ORDER BY partition FOR UPDATE`
-	}
-	rows, err := q.Query(ctx, sql, consumer, topic)
-	if err != nil {
-		return nil, fmt.Errorf("read the offsets of %s: %w", consumer, err)
-	}
-	out := map[int32]int64{}
-	var part int32
-	var next int64
-	_, err = pgx.ForEachRow(rows, []any{&part, &next}, func() error {
-		out[part] = next
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the offsets of %s: %w", consumer, err)
-	}
-	return out, nil
-}
-
-// reached reports whether have is at or past want on every partition.
-func reached(have, want map[int32]int64) bool {
-	for part, off := range want {
-		if have[part] < off {
-			return false
-		}
-	}
-	return true
-}
 
 func sum(offsets map[int32]int64) int64 {
 	var n int64

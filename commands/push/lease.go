@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/jobs"
+	"github.com/printpod/pod/internal/pg"
 )
 
 // Leases of push jobs (defaults of a Worker's leases).
@@ -39,7 +40,7 @@ const (
 // flight waits for. So a call may take as long as the platform needs, and
 // a worker that stops leaves its pushes to the others within one lease.
 type leases struct {
-	db   jobs.Querier
+	db   pg.Querier
 	log  *slog.Logger
 	term time.Duration // the lease (default lease)
 	// every is how often leases are renewed; margin is stopMargin.
@@ -58,7 +59,7 @@ type leased struct {
 	timer  *time.Timer // stops the push stopMargin before until
 }
 
-func newLeases(db jobs.Querier, log *slog.Logger) *leases {
+func newLeases(db pg.Querier, log *slog.Logger) *leases {
 	return &leases{db: db, log: log, term: lease, every: renewEvery, margin: stopMargin, held: map[uuid.UUID]*leased{}}
 }
 

@@ -12,13 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/jobs"
+	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/testenv"
 )
 
 // shortLeases are leases of a second, renewed every 100 ms, a push
 // stopped 300 ms before its lease ends.
-func shortLeases(db jobs.Querier) *leases {
+func shortLeases(db pg.Querier) *leases {
 	ls := newLeases(db, slog.New(slog.DiscardHandler))
 	ls.term, ls.every, ls.margin = time.Second, 100*time.Millisecond, 300*time.Millisecond
 	return ls
@@ -83,7 +84,7 @@ func TestAPushIsKeptLeasedWhileItIsWorked(t *testing.T) {
 func TestAPushWhoseLeaseCannotBeRenewedStopsBeforeItEnds(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		db   jobs.Querier
+		db   pg.Querier
 	}{
 		{"Postgres refusing", unreachable{}},
 		{"Postgres not answering", hanging{answer: make(chan struct{})}},

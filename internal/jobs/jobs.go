@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/printpod/pod/internal/pg"
 )
 
 // Notify is the Postgres channel on which new due work is announced
@@ -222,7 +223,7 @@ const renewLeased = `WITH held AS (` + underLease + ` FOR UPDATE OF j SKIP LOCKE
 // new leases. Lost are those ended or leased by another since. A job in
 // neither was locked by another transaction at that moment and is left as
 // it was, to be renewed again.
-func Renew(ctx context.Context, db Querier, queue string, leased []Job, lease time.Duration) (renewed []Job, lost []uuid.UUID, err error) {
+func Renew(ctx context.Context, db pg.Querier, queue string, leased []Job, lease time.Duration) (renewed []Job, lost []uuid.UUID, err error) {
 	ids, leases := make([]uuid.UUID, len(leased)), make([]time.Time, len(leased))
 	byID := make(map[uuid.UUID]Job, len(leased))
 	for i, j := range leased {
@@ -251,9 +252,4 @@ func Renew(ctx context.Context, db Querier, queue string, leased []Job, lease ti
 		return nil, nil, fmt.Errorf("renew %s jobs: %w", queue, err)
 	}
 	return renewed, lost, nil
-}
-
-// Querier runs a query: a pool, a connection or a transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

@@ -179,6 +179,11 @@ func IsUnavailable(err error) bool {
 	return pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// Querier runs a query: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // TryLock takes the session advisory lock named key, on a connection of
 // its own that it keeps until unlock, which frees both. held is false, and
 // nothing is held, when another session holds the lock: a second run of
