@@ -15,6 +15,7 @@ import (
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/internal/wait"
+	"github.com/printpod/pod/projections/held"
 	"github.com/printpod/pod/schemas"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,29 +28,29 @@ import (
 //  1. The read model's tables are made again, empty, in a schema of their
 //     own (rebuild_<name>), with the live tables' columns, constraints and
 //     indexes under the same names.
-//  2. The projector's rebuild (its Rebuilder: the same writes, announced to
-//     no one) runs in the rebuilding process under the one stage runner, as
-//     the consumer <projector>.rebuild, on connections whose search_path
-//     puts that schema first. Its offsets are its own rows of
-//     consumer_offsets; its dead letters go to the projector's topic.
+//  2. The projector's rebuild (its Rebuilder: the same writes, their
+//     announcements held, see package held) runs in the rebuilding process
+//     under the one stage runner, as the consumer <projector>.rebuild, on
+//     connections whose search_path puts that schema first. Its offsets
+//     are its own rows of consumer_offsets; its dead letters go to the
+//     projector's topic.
 //  3. Once it has applied the log as it stood at the start, and then
 //     reached the live projector's offsets, one transaction locks the live
 //     projector's offset rows, every partition's (its next batch waits),
 //     and waits, at most CatchUp, for the rebuild to reach them again.
 //     Then it stops the rebuild, replaces the live tables with the rebuilt
 //     ones (with the live tables' grants), gives the live projector the
-//     rebuild's offsets, announces what the read model announces, and
-//     commits. A rebuild that does not catch up in time, or a lock not had
-//     within two seconds, lets go and tries again later.
+//     rebuild's offsets, announces what the rebuild applied past the live
+//     projector's offsets (held.Release) and what the read model announces
+//     of itself, and commits. A rebuild that does not catch up in time, or
+//     a lock not had within two seconds, lets go and tries again later.
 //
 // Requests read the live read model, whole, until that commit, and the
 // rebuilt one after it; the live projector goes on from where the rebuild
-// stopped. An order the rebuild applied while the live projector waited is
-// not announced to a request waiting for it, which finds it by its wait's
-// poll. An interrupted rebuild leaves its schema and offsets: the next run
-// goes on from there. A rebuild made before a migration is not swapped in:
-// the next run starts it again. One rebuild of a read model runs at a time
-// (an advisory lock).
+// stopped. An interrupted rebuild leaves its schema and offsets: the next
+// run goes on from there. A rebuild made before a migration is not swapped
+// in: the next run starts it again. One rebuild of a read model runs at a
+// time (an advisory lock).
 
 // Rebuild rebuilds read models: see above.
 type Rebuild struct {
@@ -104,11 +105,11 @@ func (r *Rebuild) Run(ctx context.Context, name string) error {
 	if r.Log == nil {
 		r.Log = slog.New(slog.DiscardHandler)
 	}
-	unlock, held, err := pg.TryLock(ctx, r.Pool, "podctl.replay "+name)
+	unlock, locked, err := pg.TryLock(ctx, r.Pool, "podctl.replay "+name)
 	if err != nil {
 		return err
 	}
-	if !held {
+	if !locked {
 		return fmt.Errorf("another rebuild of %s is running: run this one once it has ended", name)
 	}
 	defer unlock()
@@ -124,6 +125,9 @@ func (r *Rebuild) Run(ctx context.Context, name string) error {
 	resumed, err := r.prepare(ctx, p, name, live, shadow)
 	if err != nil {
 		return err
+	}
+	if _, err := r.Pool.Exec(ctx, held.Create(shadow)); err != nil {
+		return fmt.Errorf("make the rebuild's table of announcements: %w", err)
 	}
 	topic := r.Naming.Topic(p.Topic)
 	last, total, err := kafka.LastOffsets(ctx, kadm.NewClient(r.Producer), topic)
@@ -314,7 +318,7 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 		p.Consumer, rb.topic); err != nil {
 		return notLocked(err)
 	}
-	held, err := stream.Offsets(ctx, tx, p.Consumer, rb.topic)
+	holdAt, err := stream.Offsets(ctx, tx, p.Consumer, rb.topic)
 	if err != nil {
 		return err
 	}
@@ -323,7 +327,7 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 		catchUp = 3 * time.Second
 	}
 	cctx, cancel := context.WithTimeout(ctx, catchUp)
-	err = rb.until(cctx, PhaseCatchingUp, func(context.Context) (map[int32]int64, error) { return held, nil })
+	err = rb.until(cctx, PhaseCatchingUp, func(context.Context) (map[int32]int64, error) { return holdAt, nil })
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -336,8 +340,8 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 	if err != nil {
 		return err
 	}
-	if !stream.Reached(rebuilt, held) {
-		return fmt.Errorf("the rebuild's offsets %v are behind the live projector's %v", rebuilt, held)
+	if !stream.Reached(rebuilt, holdAt) {
+		return fmt.Errorf("the rebuild's offsets %v are behind the live projector's %v", rebuilt, holdAt)
 	}
 	rb.applied = sum(rebuilt)
 	liveTables := make([]string, len(p.Tables))
@@ -375,6 +379,9 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 	for _, t := range p.Tables {
 		b.Queue(`ALTER TABLE ` + pgx.Identifier{shadow, t}.Sanitize() + ` SET SCHEMA ` + pgx.Identifier{live}.Sanitize())
 	}
+	// What the rebuild applied past the live projector is announced now:
+	// the live projector goes on past it.
+	held.Release(b, shadow, holdAt)
 	b.Queue(`DROP SCHEMA ` + pgx.Identifier{shadow}.Sanitize())
 	// The projector's offsets become the rebuild's, row for row: updated
 	// in place, so the projector's claim waiting on them reads the new

@@ -12,9 +12,11 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/cache"
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/projections"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	orderrm "github.com/printpod/pod/projections/order"
@@ -197,7 +199,9 @@ func TestRebuildKeepsTheLiveReadModelWholeUntilTheSwap(t *testing.T) {
 	}
 
 	// The order read model, rebuilt while orders keep coming: each is in
-	// the read model once the rebuild is live, counted once.
+	// the read model once the rebuild is live, counted once, and what the
+	// rebuild applied while it held the live projector is announced.
+	announced := listenProjected(t, d)
 	var mu sync.Mutex
 	var during []uuid.UUID
 	loadCtx, endLoad := context.WithCancel(context.Background())
@@ -219,6 +223,9 @@ func TestRebuildKeepsTheLiveReadModelWholeUntilTheSwap(t *testing.T) {
 		}
 	}()
 	var checked bool
+	heldOrder := order.OrderID(d.store(t, "ACTIVE").StoreID, "held-by-the-swap")
+	heldCreate := make(chan testenv.Response, 1)
+	var heldVersion int
 	err = rebuild(func(p projections.Progress) {
 		if p.Phase != projections.PhaseCatchingUp || checked {
 			return
@@ -231,12 +238,40 @@ func TestRebuildKeepsTheLiveReadModelWholeUntilTheSwap(t *testing.T) {
 				t.Errorf("order %s during the orders' rebuild: %d %s", id, r.Status, r.Body)
 			}
 		}
+		// An order created now reaches the rebuild, not the held live
+		// projector: the swap is kept waiting until the rebuild has it.
+		go func() {
+			heldCreate <- d.client.Do("POST", "/v1/orders/pod", tshirtOrder(v.VariantID, "held-by-the-swap", 1))
+		}()
+		err := wait.Until[struct{}](ctx2m(t), nil, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			err := pool.QueryRow(ctx, `SELECT version FROM `+projections.ShadowSchema("orders")+`.orders WHERE order_id = $1`,
+				heldOrder).Scan(&heldVersion)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+		if err != nil {
+			t.Errorf("the rebuild did not apply an order created while it held the live projector: %v", err)
+		}
 	}).Run(ctx2m(t), "orders")
 	endLoad()
 	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r := <-heldCreate; r.Status != 201 {
+		t.Fatalf("a create while the swap held the live projector: %d %s", r.Status, r.Body)
+	}
+	// The version the rebuild applied was announced, by the swap: the
+	// live projector went on past it.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !announced(heldOrder, heldVersion) {
+			return fmt.Errorf("order %s, created while the swap held the live projector, was never announced at version %d",
+				heldOrder, heldVersion)
+		}
+		return nil
+	})
 	t.Logf("%d orders created during the orders' rebuild", len(during))
 	if len(during) == 0 {
 		t.Fatal("no order was created during the orders' rebuild")
@@ -250,5 +285,48 @@ func TestRebuildKeepsTheLiveReadModelWholeUntilTheSwap(t *testing.T) {
 	checkStoreQueues(t, d)
 	if now := readModelShape(t, d); now != shape {
 		t.Fatalf("the rebuilt tables' shape differs from the live ones':\nbefore\n%s\nafter\n%s", shape, now)
+	}
+}
+
+// listenProjected listens to the order read model's announcements until
+// the test ends; announced tells whether an order was announced at a
+// version.
+func listenProjected(t *testing.T, d demoEnv) (announced func(id uuid.UUID, version int) bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pgx.ConnectConfig(ctx, d.app.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+orderrm.NotifyProjected); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				return
+			}
+			id, value, _ := strings.Cut(n.Payload, " ")
+			if p, ok := orderrm.ParseProjected(value); ok {
+				mu.Lock()
+				seen[fmt.Sprint(id, "@", p.Version)] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		conn.Close(context.Background())
+	})
+	return func(id uuid.UUID, version int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[fmt.Sprint(id, "@", version)]
 	}
 }

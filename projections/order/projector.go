@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/stream"
+	"github.com/printpod/pod/projections/held"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -42,17 +43,18 @@ var Tables = []string{"order_push_attempts", "orders", "store_queues", "order_st
 // applied in order in memory (queue places and counts move as they would
 // one by one), and the results are written with unnest.
 func Projector(n schemas.Naming, _ *slog.Logger) stream.Consumer {
-	return projector(n, true)
+	return projector(n, announce)
 }
 
 // Rebuilder is the projector that writes a rebuild of the read model
-// beside the live one (projections.Rebuild): the same writes, unannounced,
-// since they are not in the read model requests read until the swap.
+// beside the live one (projections.Rebuild): the same writes, with their
+// announcements held until the swap (package held), since requests read
+// the live read model until then.
 func Rebuilder(n schemas.Naming, _ *slog.Logger) stream.Consumer {
-	return projector(n, false)
+	return projector(n, holder(n.Topic(schemas.TopicOrderEvents)))
 }
 
-func projector(n schemas.Naming, announced bool) stream.Consumer {
+func projector(n schemas.Naming, announce announcer) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
 		Topics: []string{n.Topic(schemas.TopicOrderEvents)},
@@ -65,7 +67,7 @@ func projector(n schemas.Naming, announced bool) stream.Consumer {
 				if err != nil {
 					return stream.Poison(fmt.Errorf("order event record %d/%d: %w", rec.Partition, rec.Offset, err))
 				}
-				it := item{ev: ev, version: schemas.OrderVersion(rec.Headers)}
+				it := item{ev: ev, version: schemas.OrderVersion(rec.Headers), partition: rec.Partition, offset: rec.Offset}
 				if err := ev.Decode(&it.data); err != nil {
 					return stream.Poison(fmt.Errorf("order event %s: %w", ev.ID, err))
 				}
@@ -74,15 +76,17 @@ func projector(n schemas.Naming, announced bool) stream.Consumer {
 				}
 				items = append(items, it)
 			}
-			return apply(ctx, tx, items, announced)
+			return apply(ctx, tx, items, announce)
 		}),
 	}
 }
 
 type item struct {
-	ev      schemas.Event
-	data    schemas.OrderEventData
-	version int
+	ev        schemas.Event
+	data      schemas.OrderEventData
+	version   int
+	partition int32
+	offset    int64
 }
 
 // row is an order of the batch as the read model holds it.
@@ -149,7 +153,7 @@ type finish struct {
 	err     string
 }
 
-func apply(ctx context.Context, tx pgx.Tx, items []item, announced bool) error {
+func apply(ctx context.Context, tx pgx.Tx, items []item, announce announcer) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -318,9 +322,7 @@ func apply(ctx context.Context, tx pgx.Tx, items []item, announced bool) error {
 	queueAttempts(write, startOrder, starts, finishOrder, finishes)
 	queueStatusCounts(write, news, olds)
 	queueQueues(write, moved, queues)
-	if announced {
-		announce(write, append(news, olds...))
-	}
+	announce(write, append(news, olds...), items)
 	if err := tx.SendBatch(ctx, write).Close(); err != nil {
 		return fmt.Errorf("apply order events: %w", err)
 	}
@@ -526,12 +528,49 @@ func ParseProjected(v string) (Projected, bool) {
 	return p, true
 }
 
-// announce queues the announcement of the orders rs (on commit).
-func announce(b *pgx.Batch, rs []*row) {
+// announcer queues the announcements of the orders rs that a batch of
+// items changed.
+type announcer func(b *pgx.Batch, rs []*row, items []item)
+
+// announce queues the announcement of the orders rs (sent on commit).
+func announce(b *pgx.Batch, rs []*row, _ []item) {
 	if len(rs) == 0 {
 		return
 	}
-	ids, values := make([]string, len(rs)), make([]string, len(rs))
+	ids, values := announcements(rs)
+	b.Queue(`SELECT pg_notify($1, id || ' ' || v) FROM unnest($2::text[], $3::text[]) AS a(id, v)`, NotifyProjected, ids, values)
+}
+
+// holder is the announcer of a rebuild of the read model (topic's): each
+// announcement is kept with the position of its order's last record in
+// the batch, and sent at the swap if the live projector had not reached
+// that record (package held).
+func holder(topic string) announcer {
+	return func(b *pgx.Batch, rs []*row, items []item) {
+		if len(rs) == 0 {
+			return
+		}
+		last := make(map[uuid.UUID]*item, len(rs))
+		for i := range items {
+			it := &items[i]
+			if l := last[it.data.Order.ID]; l == nil || it.offset > l.offset {
+				last[it.data.Order.ID] = it
+			}
+		}
+		ids, values := announcements(rs)
+		partitions, offsets := make([]int32, len(rs)), make([]int64, len(rs))
+		for i, r := range rs {
+			ids[i] += " " + values[i]
+			partitions[i], offsets[i] = last[r.id].partition, last[r.id].offset
+		}
+		held.Queue(b, ConsumerName, topic, NotifyProjected, ids, partitions, offsets)
+	}
+}
+
+// announcements are the keys (order ids) and values of the announcements
+// of the orders rs.
+func announcements(rs []*row) (ids, values []string) {
+	ids, values = make([]string, len(rs)), make([]string, len(rs))
 	for i, r := range rs {
 		ids[i] = r.id.String()
 		p := Projected{Version: r.version, Entry: r.entry}
@@ -542,7 +581,7 @@ func announce(b *pgx.Batch, rs []*row) {
 		v, _ := codec.Marshal(p)
 		values[i] = string(v)
 	}
-	b.Queue(`SELECT pg_notify($1, id || ' ' || v) FROM unnest($2::text[], $3::text[]) AS a(id, v)`, NotifyProjected, ids, values)
+	return ids, values
 }
 
 func trackingText(r *row) (*string, error) {
