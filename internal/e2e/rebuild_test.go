@@ -162,8 +162,10 @@ func TestRebuildKeepsTheLiveReadModelWholeUntilTheSwap(t *testing.T) {
 	if err := pool.SendBatch(context.Background(), announce).Close(); err != nil {
 		t.Fatal(err)
 	}
+	tries := 0
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if got := subtotal("price-corrupt"); got == right {
+		tries++
+		if got := subtotal(fmt.Sprintf("price-corrupt-%d", tries)); got == right {
 			return fmt.Errorf("subtotal %s: the API has not taken the corrupt price yet", got)
 		}
 		return nil
