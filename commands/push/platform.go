@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
@@ -174,9 +176,12 @@ func (c *Client) attempt(ctx context.Context, hc *http.Client, timeout time.Dura
 			ID     string `json:"id"`
 			Number string `json:"number"`
 		}
-		if err := json.Unmarshal(data, &ok); err != nil || ok.ID == "" {
+		if err := json.Unmarshal(data, &ok); err != nil || ok.ID == "" || !keepable(ok.ID) || !keepable(ok.Number) {
 			// The order may exist, but resending under the same idempotency
-			// key only returns it again, so this is safe to retry.
+			// key only returns it again, so this is safe to retry. An id
+			// that is no text to keep (a NUL, control characters, too
+			// long) counts as unreadable: the read model could not store
+			// it.
 			return Result{}, retry.RetryableError(&Error{Status: s, Message: "unreadable success response"})
 		}
 		return Result{PlatformOrderID: ok.ID, PlatformOrderNumber: ok.Number}, nil
@@ -210,8 +215,8 @@ func statusError(status int, data []byte, permanent bool) *Error {
 		Message string `json:"message"`
 	}
 	if json.Unmarshal(data, &body) == nil {
-		e.Code = body.Error
-		e.Message = body.Message
+		e.Code = printable(body.Error, maxIDBytes)
+		e.Message = printable(body.Message, maxMessageBytes)
 	}
 	if e.Message == "" {
 		e.Message = e.Code
@@ -224,6 +229,43 @@ func statusError(status int, data []byte, permanent bool) *Error {
 	}
 	return e
 }
+
+// The most of a platform's answer kept: its order id and number, and its
+// error code, maxIDBytes each; its error message, maxMessageBytes.
+const (
+	maxIDBytes      = 255
+	maxMessageBytes = 500
+)
+
+// keepable reports whether s, an order id or number a platform answered,
+// is text the order's records and read model can keep as it is: valid
+// UTF-8 of at most maxIDBytes, with no control or format characters (a
+// NUL, which Postgres text cannot hold, among them).
+func keepable(s string) bool {
+	return len(s) <= maxIDBytes && utf8.ValidString(s) && strings.IndexFunc(s, invisible) < 0
+}
+
+// printable is s, a platform's error code or message, made text to keep:
+// what is not valid UTF-8 or is a control or format character becomes a
+// space, and it is cut, at a character, to at most max bytes.
+func printable(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || invisible(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, " "))
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+func invisible(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }
 
 // IsPermanent reports whether err is an *Error the platform will repeat
 // however often the order is resent.

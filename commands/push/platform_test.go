@@ -265,6 +265,15 @@ func TestCreateOrderStatuses(t *testing.T) {
 		{"201 unreadable", 201, `not json`, false, 4, "", "unreadable success response"},
 		{"200 without id", 200, `{"number":"#1"}`, false, 4, "", "unreadable success response"},
 		{"201 over the size limit", 201, `{"id":"` + strings.Repeat("x", maxBodyBytes) + `"}`, false, 4, "", "unreadable success response"},
+		{"201 with a NUL in its id", 201, `{"id":"ord\u0000123"}`, false, 4, "", "unreadable success response"},
+		{"201 with an escape in its number", 201, `{"id":"ord-1","number":"#\u001b[1m1"}`, false, 4, "", "unreadable success response"},
+		{"201 with an id over 255 bytes", 201, `{"id":"` + strings.Repeat("x", 256) + `"}`, false, 4, "", "unreadable success response"},
+		{"422 with a NUL and a line break in its code and message", 422, `{"error":"bad\u0000code","message":"line\u0000one\nline two"}`,
+			true, 1, "bad code", "line one line two"},
+		{"400 with a message over 500 bytes, cut at a character", 400, `{"message":"` + strings.Repeat("é", 300) + `"}`,
+			true, 1, "", strings.Repeat("é", 250)},
+		{"400 with a code over 255 bytes", 400, `{"error":"` + strings.Repeat("c", 300) + `"}`,
+			true, 1, strings.Repeat("c", 255), strings.Repeat("c", 255)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
