@@ -365,7 +365,8 @@ func (e *poisonedBatch) Error() string { return "batch fails permanently: " + e.
 // retrying retries a failed batch with capped exponential backoff. It
 // gives up when ctx ends, when the stored offsets show the batch must be
 // re-read (errRejoin), or when the batch failed permanently (IsPermanent)
-// PoisonAttempts times (*poisonedBatch). Transient failures are retried
+// PoisonAttempts times, or once for a failure of its content (isContent)
+// (*poisonedBatch). Transient failures are retried
 // without end. A batch that started is finished even when shutdown
 // begins: only the waits between attempts end with ctx.
 func retrying(log *slog.Logger) Policy {
@@ -383,7 +384,7 @@ func retrying(log *slog.Logger) Policy {
 					return err
 				}
 				if IsPermanent(err) {
-					if permanent++; permanent >= PoisonAttempts {
+					if permanent++; permanent >= PoisonAttempts || isContent(err) {
 						return &poisonedBatch{err}
 					}
 				}

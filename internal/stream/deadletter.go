@@ -29,7 +29,8 @@ const HeaderDLQPrefix = "pod-dlq-"
 
 // PoisonAttempts is how many times a batch (and then a record on its own)
 // is tried while it fails permanently before the runner narrows it down and,
-// for a single record, dead-letters it.
+// for a single record, dead-letters it. A failure that comes of the records'
+// content alone (isContent) is tried once.
 const PoisonAttempts = 3
 
 // poisonError marks an error no retry can fix.
@@ -55,16 +56,17 @@ func (e *panicError) Error() string { return e.msg }
 
 // IsPermanent reports whether err is one that retrying the same records
 // cannot fix: an error marked with Poison, a handler panic, or a Postgres
-// error of SQLSTATE class 22 (data exception, e.g. 22P05 or 22021 for a NUL
-// byte), 23 (integrity constraint violation) or 54 (program limit
-// exceeded). Everything else (connection loss, classes 08, 40, 53, 57,
-// timeouts, Kafka errors) is transient and retried without end.
+// error of SQLSTATE class 21 (cardinality violation: a batch that upserts
+// one key twice), 22 (data exception, e.g. 22P05 or 22021 for a NUL byte),
+// 23 (integrity constraint violation) or 54 (program limit exceeded; not
+// a full NOTIFY queue, which is the listeners' to drain). Everything else
+// (connection loss, classes 08, 40, 53, 57, timeouts, Kafka errors) is
+// transient and retried without end.
 func IsPermanent(err error) bool {
 	if err == nil || errors.Is(err, errRejoin) {
 		return false
 	}
-	var p *poisonError
-	if errors.As(err, &p) {
+	if isContent(err) {
 		return true
 	}
 	var pn *panicError
@@ -77,7 +79,29 @@ func IsPermanent(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
 		switch pgErr.Code[:2] {
-		case "22", "23", "54":
+		case "23":
+			return true
+		case "54":
+			return pgErr.Routine != "PreCommit_Notify" // the NOTIFY queue is full
+		}
+	}
+	return false
+}
+
+// isContent reports whether err comes of the records' content alone, so
+// that trying them again fails the same way: an error marked with Poison,
+// or a Postgres cardinality violation (class 21) or data exception (class
+// 22). A unique violation (a concurrent writer may clear it) or a handler
+// panic is not sure to.
+func isContent(err error) bool {
+	var p *poisonError
+	if errors.As(err, &p) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
+		switch pgErr.Code[:2] {
+		case "21", "22":
 			return true
 		}
 	}

@@ -33,11 +33,13 @@ func TestIsPermanent(t *testing.T) {
 		{context.DeadlineExceeded, false},
 		{fmt.Errorf("handle: %w", Poison(errors.New("not JSON"))), true},
 		{&panicError{"boom"}, true},
-		{pgErr("22P05"), true},  // untranslatable character (a NUL in jsonb)
-		{pgErr("22021"), true},  // invalid byte sequence (a NUL in text)
-		{pgErr("23505"), true},  // unique violation
-		{pgErr("23503"), true},  // foreign key violation
-		{pgErr("54000"), true},  // program limit exceeded
+		{pgErr("22P05"), true}, // untranslatable character (a NUL in jsonb)
+		{pgErr("22021"), true}, // invalid byte sequence (a NUL in text)
+		{pgErr("23505"), true}, // unique violation
+		{pgErr("23503"), true}, // foreign key violation
+		{pgErr("54000"), true}, // program limit exceeded
+		{fmt.Errorf("commit: %w", &pgconn.PgError{Code: "54000", Routine: "PreCommit_Notify"}), false}, // the NOTIFY queue is full
+		{pgErr("21000"), true},  // one key upserted twice in a statement
 		{pgErr("08006"), false}, // connection failure
 		{pgErr("40001"), false}, // serialization failure
 		{pgErr("40P01"), false}, // deadlock
@@ -51,6 +53,41 @@ func TestIsPermanent(t *testing.T) {
 		if got := IsPermanent(tc.err); got != tc.want {
 			t.Errorf("IsPermanent(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestRetryingGivesUpOnABatch counts the tries the retry policy gives a
+// batch that fails permanently before it hands it to the dead-letter
+// policy to narrow down: one when the failure comes of the records'
+// content, PoisonAttempts when a retry might clear it.
+func TestRetryingGivesUpOnABatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		tries int
+	}{
+		{"a record marked poison is tried once", Poison(errors.New("not JSON")), 1},
+		{"a NUL Postgres refuses is tried once", &pgconn.PgError{Code: "22021"}, 1},
+		{"a key upserted twice in one statement is tried once", &pgconn.PgError{Code: "21000"}, 1},
+		{"a unique violation is tried PoisonAttempts times", &pgconn.PgError{Code: "23505"}, PoisonAttempts},
+		{"a handler's panic is tried PoisonAttempts times", &panicError{"boom"}, PoisonAttempts},
+		{"a row too big for an index is tried PoisonAttempts times", &pgconn.PgError{Code: "54000"}, PoisonAttempts},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tries := 0
+			step := retrying(slog.New(slog.DiscardHandler))(func(context.Context, []*kgo.Record) ([]*kgo.Record, error) {
+				tries++
+				return nil, tc.err
+			})
+			_, err := step(context.Background(), []*kgo.Record{{Value: []byte("x")}})
+			var poisoned *poisonedBatch
+			if !errors.As(err, &poisoned) {
+				t.Fatalf("the batch ended with %v, want it handed on as poisoned", err)
+			}
+			if tries != tc.tries {
+				t.Errorf("tried %d times, want %d", tries, tc.tries)
+			}
+		})
 	}
 }
 
@@ -225,7 +262,7 @@ func TestPoisonRecordIsDeadLettered(t *testing.T) {
 	if n := testutil.ToFloat64(m.deadLetters.WithLabelValues(c.Name)); n != 3 {
 		t.Errorf("dead letter counter %v, want 3", n)
 	}
-	if n := poisonTries.Load(); n < 2*PoisonAttempts {
+	if n := poisonTries.Load(); n < 2 {
 		t.Errorf("the poison record was tried %d times: it must be tried in its batch and on its own", n)
 	}
 	var sum int64
