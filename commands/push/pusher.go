@@ -45,7 +45,7 @@ type Worker struct {
 	Shops  func(ctx context.Context, storeIDs []uuid.UUID) (map[uuid.UUID]string, error)
 	Notify *pgnotify.Listener // channel jobs.Notify
 	Log    *slog.Logger
-	Calls  int            // platform calls at once; default DefaultCalls
+	Calls  int            // platform calls at once, a quarter kept for stores with none under way (lanes); default DefaultCalls
 	Naming schemas.Naming // topic names on the cluster
 
 	callTime atomic.Int64 // moving average of a platform call's time, in ns
@@ -104,7 +104,7 @@ func (w *Worker) Run(ctx context.Context) {
 	defer func() { stopRenewing(); <-renewed }()
 	wake, stop := w.Notify.Subscribe(jobs.Notify, order.PushQueue)
 	defer stop()
-	calls := make(chan call)
+	calls := newLanes(w.Calls)
 	// Pushes leased and not yet done: starts waiting for their decision,
 	// and calls.
 	room := make(chan struct{}, claimSize+4*w.Calls)
@@ -121,13 +121,18 @@ func (w *Worker) Run(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for c := range calls {
+			for {
+				c, ok := calls.next()
+				if !ok {
+					return
+				}
 				w.call(ctx, c, release)
+				calls.done(c)
 			}
 		}()
 	}
 	var starts sync.WaitGroup // before the calls close: a start may still hand its call over
-	defer func() { starts.Wait(); close(calls); wg.Wait() }()
+	defer func() { starts.Wait(); calls.close(); wg.Wait() }()
 	bus := &order.Bus{Pool: w.Pool, Notify: w.Notify}
 	for ctx.Err() == nil {
 		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
@@ -153,7 +158,7 @@ func (w *Worker) Run(ctx context.Context) {
 				go func() {
 					defer starts.Done()
 					if w.decided(bus, st) {
-						calls <- st.call
+						calls.put(st.call)
 					} else {
 						w.leases.end(st.lease)
 						release()
@@ -162,7 +167,7 @@ func (w *Worker) Run(ctx context.Context) {
 			}
 			for _, c := range leased {
 				room <- struct{}{}
-				calls <- c
+				calls.put(c)
 			}
 			return err == nil && len(leased)+len(waiting) > 0, err
 		})
