@@ -5,12 +5,20 @@ package e2e
 // a reference's ends, a UUID in another spelling).
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/push"
+	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/testenv"
+	orderrm "github.com/printpod/pod/projections/order"
 )
 
 // refused checks that r is a 400 VALIDATION_ERROR naming field, and that
@@ -252,4 +260,50 @@ func TestAUUIDInAnyButItsCanonicalFormIsMalformed(t *testing.T) {
 			t.Fatalf("found %v", titles(p.Data))
 		}
 	})
+}
+
+// TestAPlatformAnswerPostgresCannotStoreFailsThePushAndStallsNothing
+// pushes to a store platform that answers one order with a NUL in the id
+// it gives it, and refuses another with a NUL and control characters in
+// its error: neither text reaches a stage, both orders end FAILED with a
+// readable error, nothing is dead-lettered, and the next order is pushed.
+func TestAPlatformAnswerPostgresCannotStoreFailsThePushAndStallsNothing(t *testing.T) {
+	sim := push.NewSimulator(func(context.Context, string) (bool, error) { return true, nil })
+	platform := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case bytes.Contains(body, []byte("platform-nul-id")):
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id":"ord\u0000nul","number":"#1"}`)
+		case bytes.Contains(body, []byte("platform-nul-error")):
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"error":"bad\u0000order","message":"line\u0000one\u001b[1m\nline two"}`)
+		default:
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			sim.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(platform.Close)
+	d := startDemo(t, fastPushes, func(c *config.Config) { c.PlatformURL = platform.URL })
+	v := d.variant(t, "ACTIVE", "tshirt")
+
+	for ref, want := range map[string]string{
+		"platform-nul-id":    "unreadable success response",
+		"platform-nul-error": "status 422: line one [1m line two",
+	} {
+		o := d.waitStatus(t, d.client, create(t, d.client, tshirtOrder(v.VariantID, ref, 1)).OrderID, "FAILED")
+		var errs []string
+		for _, a := range o.DeliveryAttempts {
+			if a.Error != nil {
+				errs = append(errs, *a.Error)
+			}
+		}
+		if len(errs) == 0 || !strings.Contains(errs[len(errs)-1], want) {
+			t.Errorf("%s: the attempts' errors are %q, want the last to say %q", ref, errs, want)
+		}
+	}
+	if n := deadLetterCounts(t, d)[orderrm.ConsumerName]; n != 0 {
+		t.Fatalf("the order projector dead-lettered %v records", n)
+	}
+	d.waitStatus(t, d.client, create(t, d.client, tshirtOrder(v.VariantID, "platform-after", 1)).OrderID, "SUCCESS")
 }
