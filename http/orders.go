@@ -158,6 +158,10 @@ func orderError(err error) *Error {
 		return Unavailable("the order log (Kafka)")
 	case errors.Is(err, order.ErrUndecided):
 		return Undecided(", or look the order up,")
+	case errors.Is(err, order.ErrClaimUndecided):
+		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+			Message: "an order of the same content, created moments ago, is not decided yet, so whether this one is its duplicate " +
+				"is not known; nothing was recorded: try again shortly"}
 	}
 	return toAPIError(err)
 }

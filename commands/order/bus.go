@@ -22,6 +22,11 @@ var ErrCommandLog = errors.New("the order command log is unavailable")
 // came within the wait: it will still be decided.
 var ErrUndecided = errors.New("the order command was accepted but not decided in time")
 
+// ErrClaimUndecided means an order of the same content, claimed moments
+// before, was not decided within the wait, so whether this one is its
+// duplicate is not known yet: its command was not sent.
+var ErrClaimUndecided = errors.New("an order of the same content is not decided yet")
+
 // Bus sends order commands and waits for their decisions.
 type Bus struct {
 	Producer *kgo.Client
@@ -60,10 +65,13 @@ func Send(ctx context.Context, producer *kgo.Client, n schemas.Naming, c Command
 }
 
 // Decide sends c (unless it was decided already, e.g. a batch item worked a
-// second time) and waits up to wait for its decision.
+// second time) and waits up to wait for its decision. Once c is on the
+// log, a wait that ends without its decision, for whatever reason (its
+// time, shutdown, the database), is ErrUndecided: c will still be decided.
 func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
-	return b.undecided(pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.announcement(c.ID),
-		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) }))
+	var sent bool
+	d, err := pgnotify.Decide(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.announcement(c.ID), b.send(c, &sent))
+	return b.undecidedOnceSent(d, err, sent)
 }
 
 // DecideNew is Decide for a command with no decision found: a fresh id,
@@ -71,8 +79,27 @@ func (b *Bus) Decide(ctx context.Context, c Command, wait time.Duration) (Decisi
 // again when the decider meets the command once more). It sends and
 // waits, loading the decision once.
 func (b *Bus) DecideNew(ctx context.Context, c Command, wait time.Duration) (Decision, error) {
-	return b.undecided(pgnotify.DecideNew(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.announcement(c.ID),
-		func(ctx context.Context) error { return Send(ctx, b.Producer, b.Naming, c) }))
+	var sent bool
+	d, err := pgnotify.DecideNew(ctx, b.Notify, NotifyDecided, c.ID.String(), wait, b.announcement(c.ID), b.send(c, &sent))
+	return b.undecidedOnceSent(d, err, sent)
+}
+
+// send sends c, noting in sent that it is on the log.
+func (b *Bus) send(c Command, sent *bool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := Send(ctx, b.Producer, b.Naming, c)
+		*sent = err == nil
+		return err
+	}
+}
+
+// undecidedOnceSent is undecided, where any end of the wait for a command
+// sent is ErrUndecided.
+func (b *Bus) undecidedOnceSent(d Decision, err error, sent bool) (Decision, error) {
+	if err != nil && sent && !errors.Is(err, context.DeadlineExceeded) {
+		return Decision{}, fmt.Errorf("%w (the wait ended: %v)", ErrUndecided, err)
+	}
+	return b.undecided(d, err)
 }
 
 // announcement reads a command's decision from its announcement, or from

@@ -317,6 +317,10 @@ func (c *Creator) softDuplicate(ctx context.Context, d Draft, orderID, cmdID uui
 			c.releaseClaim(key, held) // the holder was refused: take its place
 		case errors.Is(err, ErrUndecided) && time.Since(time.Unix(since, 0)) > time.Minute:
 			c.releaseClaim(key, held) // never sent, it seems: take its place
+		case errors.Is(err, ErrUndecided):
+			// The other order's command is undecided, not this one's,
+			// which is not sent: a retry is a new attempt.
+			return false, noop, fmt.Errorf("%w (order %s)", ErrClaimUndecided, other)
 		default:
 			return false, noop, err
 		}

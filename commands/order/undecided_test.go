@@ -1,0 +1,103 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/pgtest"
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/printpod/pod/internal/wait"
+	"github.com/printpod/pod/schemas"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// listening is a listener of the decisions' announcements on a fresh
+// database, running until the test ends.
+func listening(t *testing.T) *Bus {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	l := pgnotify.New(pool, slog.New(slog.DiscardHandler), NotifyDecided)
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &Bus{Pool: pool, Notify: l}
+}
+
+// TestACreateWhoseSameContentOrderIsUndecidedIsNotRecorded: an order of
+// the same content, claimed moments before, is still undecided when the
+// wait for it ends. This create's command was never sent, so its error
+// must not say it was (ErrUndecided makes a batch item wait for that
+// command's decision forever, and a keyed POST's repeat too).
+func TestACreateWhoseSameContentOrderIsUndecidedIsNotRecorded(t *testing.T) {
+	bus := listening(t)
+	opt, err := redis.ParseURL(testenv.RedisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rc.Close() })
+	prefix := "test" + testenv.RandomSuffix() + ":"
+	c := &Creator{Bus: bus, Redis: rc, Prefix: prefix, Log: slog.New(slog.DiscardHandler), Wait: 200 * time.Millisecond}
+	d := Draft{StoreID: uuid.New(), ContentHash: "same-content"}
+	other := uuid.New()
+	claim := fmt.Sprintf("%s|%s|%d", other, uuid.New(), time.Now().Unix())
+	if err := rc.Set(context.Background(), prefix+"dup:"+d.StoreID.String()+":"+d.ContentHash, claim, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.softDuplicate(context.Background(), d, uuid.New(), uuid.New())
+	if !errors.Is(err, ErrClaimUndecided) || errors.Is(err, ErrUndecided) {
+		t.Fatalf("the error is %v; want ErrClaimUndecided, not ErrUndecided", err)
+	}
+}
+
+// TestACommandOnTheLogWhoseWaitIsCutShortIsUndecided: the request's
+// context ends (a shutdown) after the command reached the log and before
+// its decision. The command will still be decided, so the error is
+// ErrUndecided, not the context's.
+func TestACommandOnTheLogWhoseWaitIsCutShortIsUndecided(t *testing.T) {
+	bus := listening(t)
+	naming := schemas.Naming{}
+	topic := naming.Topic(schemas.TopicOrderCommands)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	bus.Producer, err = kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Producer.Close)
+	bus.Naming = naming
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// No decider runs: once the command is on the log, the request
+		// is cut short.
+		_ = wait.Until[struct{}](ctx, nil, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			ends, err := kadm.NewClient(bus.Producer).ListEndOffsets(ctx, topic)
+			if err != nil {
+				return false, nil
+			}
+			o, _ := ends.Lookup(topic, 0)
+			return o.Offset > 0, nil
+		})
+		cancel()
+	}()
+	id := uuid.New()
+	_, err = bus.DecideNew(ctx, Command{ID: id, Kind: KindCreate, OrderID: uuid.New(), AccountID: uuid.New()}, time.Minute)
+	if !errors.Is(err, ErrUndecided) {
+		t.Fatalf("the error is %v; want ErrUndecided", err)
+	}
+}
