@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/batch"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/pg"
 )
 
 // MaxBatchOrders is the most orders one batch holds. A batch body is bound
@@ -109,9 +110,22 @@ func (b *Batches) get(c *fiber.Ctx) error {
 	return c.JSON(st)
 }
 
-func (b *Batches) status(ctx context.Context, account, id uuid.UUID, items bool) (BatchStatus, error) {
+// status reads the batch id of account, with its items when asked, from
+// one snapshot: the counts tell of the items listed beside them.
+func (b *Batches) status(ctx context.Context, account, id uuid.UUID, items bool) (st BatchStatus, err error) {
+	if !items {
+		return b.statusIn(ctx, b.Pool, account, id, false)
+	}
+	err = pgx.BeginTxFunc(ctx, b.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		st, err = b.statusIn(ctx, tx, account, id, true)
+		return err
+	})
+	return st, err
+}
+
+func (b *Batches) statusIn(ctx context.Context, q pg.Querier, account, id uuid.UUID, items bool) (BatchStatus, error) {
 	st := BatchStatus{BatchID: id}
-	err := b.Pool.QueryRow(ctx, `SELECT b.total, b.created_at,
+	err := q.QueryRow(ctx, `SELECT b.total, b.created_at,
 		count(*) FILTER (WHERE i.done),
 		count(*) FILTER (WHERE i.done AND i.http_status = 201),
 		max(i.finished_at)
@@ -131,7 +145,7 @@ func (b *Batches) status(ctx context.Context, account, id uuid.UUID, items bool)
 	if !items {
 		return st, nil
 	}
-	rows, err := b.Pool.Query(ctx, `SELECT idx, done, http_status, order_id, result FROM order_batch_items
+	rows, err := q.Query(ctx, `SELECT idx, done, http_status, order_id, result FROM order_batch_items
 		WHERE batch_id = $1 ORDER BY idx`, id)
 	if err != nil {
 		return st, err
