@@ -123,7 +123,13 @@ func (b *Batches) status(ctx context.Context, account, id uuid.UUID, items bool)
 	return st, err
 }
 
-func (b *Batches) statusIn(ctx context.Context, q pg.Querier, account, id uuid.UUID, items bool) (BatchStatus, error) {
+// rowQuerier is a pool or a transaction.
+type rowQuerier interface {
+	pg.Querier
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (b *Batches) statusIn(ctx context.Context, q rowQuerier, account, id uuid.UUID, items bool) (BatchStatus, error) {
 	st := BatchStatus{BatchID: id}
 	err := q.QueryRow(ctx, `SELECT b.total, b.created_at,
 		count(*) FILTER (WHERE i.done),

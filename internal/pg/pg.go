@@ -182,7 +182,6 @@ func IsUnavailable(err error) bool {
 // Querier runs a query: a pool, a connection or a transaction.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // TryLock takes the session advisory lock named key, on a connection of
