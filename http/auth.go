@@ -29,6 +29,7 @@ const (
 	localToken   = "token_hash"
 	localSeed    = "command_seed"
 	localSent    = "command_sent"
+	localRepeat  = "command_repeat"
 )
 
 func unauthorized(msg string) *Error {

@@ -183,7 +183,7 @@ func (b *Batches) statusIn(ctx context.Context, q rowQuerier, account, id uuid.U
 func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 	id := it.CommandID()
 	created, _, _, err := o.createProjected(ctx, order.CreateInput{AccountID: it.Account, Body: it.Body, Via: "api",
-		CommandID: id, Sent: it.Sent, DefaultReference: "batch-" + id.String()})
+		CommandID: id, Sent: it.Sent, MaybeSent: it.MaybeSent, DefaultReference: "batch-" + id.String()})
 	if err == nil {
 		return batch.Result{Status: fiber.StatusCreated, OrderID: &created.OrderID}
 	}
@@ -191,5 +191,6 @@ func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 	body, _ := marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
 	// An undecided create's command is on the log: the worker keeps the
 	// item open until the next attempts find its decision.
-	return batch.Result{Status: e.Status(), Error: body, Undecided: errors.Is(err, order.ErrUndecided)}
+	return batch.Result{Status: e.Status(), Error: body, Undecided: errors.Is(err, order.ErrUndecided),
+		Unknown: it.MaybeSent && errors.Is(err, order.ErrLogUnread)}
 }

@@ -153,12 +153,13 @@ func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, w
 			}
 		}()
 		legacy := prefix + "idemseed:" + accountOf(c).String() + ":" + key
-		seed, sent, err := commandSeed(ctx, pool, redisClient, accountOf(c), key, legacy, digest)
+		seed, sent, repeat, err := commandSeed(ctx, pool, redisClient, accountOf(c), key, legacy, digest)
 		if err != nil {
 			return err
 		}
 		c.Locals(localSeed, seed)
 		c.Locals(localSent, sent)
+		c.Locals(localRepeat, repeat)
 
 		err = c.Next()
 		if err != nil {
@@ -212,16 +213,21 @@ func idempotency(redisClient *redis.Client, pool *pgxpool.Pool, prefix string, w
 // sent reports that an earlier request's command went on the log and was
 // not decided then (its 503 said so, and the seed was marked sent): the
 // repeat waits for that decision rather than checking the request again
-// against what may have changed since.
+// against what may have changed since. repeat reports that the seed was
+// kept from an earlier request under the key, whose command may be on the
+// log though it was not marked sent (its process died mid-request): the
+// repeat looks for that command's decision once the decider has read the
+// log that far (order.CreateInput.MaybeSent).
 //
 // The previous release kept seeds in Redis (legacy): a key first used
 // under it keeps that seed, and its body.
-func commandSeed(ctx context.Context, pool *pgxpool.Pool, redisClient *redis.Client, account uuid.UUID, key, legacy, digest string) (seed uuid.UUID, sent bool, err error) {
+func commandSeed(ctx context.Context, pool *pgxpool.Pool, redisClient *redis.Client, account uuid.UUID, key, legacy, digest string) (seed uuid.UUID, sent, repeat bool, err error) {
 	seed = uuid.New()
+	fresh := seed
 	if prev, err := redisClient.Get(ctx, legacy).Result(); err == nil {
 		f := strings.Fields(prev)
 		if len(f) >= 2 && f[0] != digest {
-			return uuid.Nil, false, keyReused()
+			return uuid.Nil, false, false, keyReused()
 		}
 		if len(f) >= 2 {
 			if s, err := uuid.Parse(f[1]); err == nil {
@@ -236,13 +242,13 @@ func commandSeed(ctx context.Context, pool *pgxpool.Pool, redisClient *redis.Cli
 		case errors.Is(err, pgx.ErrNoRows):
 			continue
 		case err != nil:
-			return uuid.Nil, false, Unavailable("the idempotency store (Postgres)")
+			return uuid.Nil, false, false, Unavailable("the idempotency store (Postgres)")
 		case kept != digest:
-			return uuid.Nil, false, keyReused()
+			return uuid.Nil, false, false, keyReused()
 		}
-		return seed, sent, nil
+		return seed, sent, seed != fresh, nil
 	}
-	return uuid.Nil, false, Unavailable("the idempotency store (Postgres)")
+	return uuid.Nil, false, false, Unavailable("the idempotency store (Postgres)")
 }
 
 // claimSeed keeps a new seed for a key, or one past its window ($6), and

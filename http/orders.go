@@ -158,6 +158,10 @@ func orderError(err error) *Error {
 		return Unavailable("the order log (Kafka)")
 	case errors.Is(err, order.ErrUndecided):
 		return Undecided(", or look the order up,")
+	case errors.Is(err, order.ErrLogUnread):
+		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
+			Message: "an earlier attempt of this request may be on the order log, which is not read that far yet; " +
+				"nothing was recorded: try again shortly"}
 	case errors.Is(err, order.ErrClaimUndecided):
 		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
 			Message: "an order of the same content, created moments ago, is not decided yet, so whether this one is its duplicate " +
@@ -189,6 +193,8 @@ func (o *Orders) postOrder(c *fiber.Ctx) error {
 	if _, keyed := c.Locals(localSeed).(uuid.UUID); keyed {
 		in.CommandID = commandID(c, "create")
 		in.Sent, _ = c.Locals(localSent).(bool)
+		repeat, _ := c.Locals(localRepeat).(bool)
+		in.MaybeSent = repeat && !in.Sent
 		in.DefaultReference = "idem-" + in.CommandID.String()
 	}
 	status, body := o.create(c.UserContext(), in)

@@ -70,7 +70,12 @@ type Item struct {
 	// Sent: an earlier attempt put the item's create on the log, not yet
 	// decided; the item waits for that decision.
 	Sent bool
-	run  int // the leased run it belongs to (its position in the round)
+	// MaybeSent: an earlier lease of its run worked it and may have put
+	// its create on the log without a record of it (the worker stopped
+	// before it stored its results); the create looks for its decision
+	// once the decider has read the log that far.
+	MaybeSent bool
+	run       int // the leased run it belongs to (its position in the round)
 }
 
 // CommandID is the item's create command id: an item worked twice finds
@@ -93,6 +98,10 @@ type Result struct {
 	// maxAttempts (worked every maxRetryDelay) until its decision is
 	// found, and its result always matches the order.
 	Undecided bool
+	// Unknown marks a 5xx of an item that may be on the log (MaybeSent)
+	// whose create could not tell yet: it stays open past maxAttempts
+	// too, and is not taken for sent.
+	Unknown bool
 }
 
 // final reports whether r is the item's outcome.
@@ -133,6 +142,9 @@ type runJob struct {
 	// the log undecided: they are only waited for, never validated and
 	// sent again (what the catalog says now does not matter to them).
 	Sent []int `json:"sent,omitempty"`
+	// Worked says a lease of the run worked its items before: the items
+	// not done may be on the log (Item.MaybeSent). The claim sets it.
+	Worked bool `json:"worked,omitempty"`
 }
 
 // Store records a batch of account's order bodies and the jobs that work
@@ -297,8 +309,18 @@ func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	leased, err := jobs.Claim(ctx, tx, Queue, max(1, w.Concurrency/run), lease)
-	if err != nil {
+	if err != nil || len(leased) == 0 {
 		return nil, err
+	}
+	// A lease that ends before its results are stored leaves that mark
+	// to the next one.
+	ids := make([]uuid.UUID, len(leased))
+	for i, j := range leased {
+		ids[i] = j.ID
+	}
+	if _, err := tx.Exec(ctx, `UPDATE jobs SET payload = payload || '{"worked": true}' WHERE queue = $1 AND id = ANY($2)`,
+		Queue, ids); err != nil {
+		return nil, fmt.Errorf("mark batch runs worked: %w", err)
 	}
 	return leased, tx.Commit(ctx)
 }
@@ -321,7 +343,9 @@ func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
 		return it, r.Scan(&it.Batch, &it.Account, &it.Index, &it.Body, &it.run)
 	})
 	for i := range items {
-		items[i].Sent = slices.Contains(runs[items[i].run].Sent, items[i].Index)
+		r := runs[items[i].run]
+		items[i].Sent = slices.Contains(r.Sent, items[i].Index)
+		items[i].MaybeSent = r.Worked && !items[i].Sent
 	}
 	return items, err
 }
@@ -370,7 +394,7 @@ func (w *Worker) finishing(leased []jobs.Job, heldIDs map[uuid.UUID]bool, runs [
 			if onLog {
 				sent[it.run] = append(sent[it.run], it.Index)
 			}
-			if _, again := retryDelay(j.Attempt); again || onLog {
+			if _, again := retryDelay(j.Attempt); again || onLog || r.Unknown {
 				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index, "attempt", j.Attempt, "status", r.Status)
 				open[it.run] = true
 				continue
@@ -398,7 +422,7 @@ func (w *Worker) finishing(leased []jobs.Job, heldIDs map[uuid.UUID]bool, runs [
 				delay = maxRetryDelay // an undecided item past its attempts
 			}
 			next := runs[i]
-			next.Sent = sent[i]
+			next.Sent, next.Worked = sent[i], true
 			payload, err := codec.Marshal(next)
 			if err != nil {
 				return nil, err

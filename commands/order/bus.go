@@ -9,8 +9,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/codec"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -21,6 +24,11 @@ var ErrCommandLog = errors.New("the order command log is unavailable")
 // ErrUndecided means the command was written to the log but no decision
 // came within the wait: it will still be decided.
 var ErrUndecided = errors.New("the order command was accepted but not decided in time")
+
+// ErrLogUnread means the order decider has not read the command log as far
+// as it reaches now, so whether an earlier attempt's command is on it is
+// not known yet: nothing was sent.
+var ErrLogUnread = errors.New("the order decider has not read the command log this far yet")
 
 // ErrClaimUndecided means an order of the same content, claimed moments
 // before, was not decided within the wait, so whether this one is its
@@ -120,6 +128,28 @@ func (b *Bus) undecided(d Decision, err error) (Decision, error) {
 		return Decision{}, ErrUndecided
 	}
 	return d, err
+}
+
+// DecisionOnceRead looks up the decision of a command an earlier attempt
+// may have put on the log (it stopped between the send and its record of
+// it, or its send failed in flight), once the order decider has applied
+// the log as far as it reaches now: not found then, the command is not on
+// it. ErrLogUnread when the decider does not get that far within wait.
+func (b *Bus) DecisionOnceRead(ctx context.Context, commandID uuid.UUID, wait time.Duration) (Decision, bool, error) {
+	topic := b.Naming.Topic(schemas.TopicOrderCommands)
+	last, _, err := kafka.LastOffsets(ctx, kadm.NewClient(b.Producer), topic)
+	if err != nil {
+		return Decision{}, false, fmt.Errorf("%w: %v", ErrCommandLog, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := stream.WaitApplied(wctx, b.Pool, DeciderName, topic, last); err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return Decision{}, false, ErrLogUnread
+		}
+		return Decision{}, false, err
+	}
+	return LoadDecision(ctx, b.Pool, commandID)
 }
 
 // Await waits for the decision of an already sent command.

@@ -35,6 +35,12 @@ type CreateInput struct {
 	// validating against today's catalog and sending again: the decider
 	// will decide the command as it was sent.
 	Sent bool
+	// MaybeSent: an earlier attempt may have put CommandID's create on the
+	// log without a record of it (it stopped between the send and that
+	// record, or its send failed in flight). The create looks for its
+	// decision once the decider has read the log as far as it reaches,
+	// before it validates against today's catalog and sends.
+	MaybeSent bool
 	// DefaultReference is used when the body has no reference_id.
 	DefaultReference string
 	// BeforeSend, when set, is called with the order's id before its
@@ -130,6 +136,15 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 				return Created{}, err
 			}
 			return c.decided(ctx, in, dec)
+		}
+		if in.MaybeSent {
+			dec, ok, err := c.Bus.DecisionOnceRead(ctx, cmdID, c.wait())
+			if err != nil {
+				return Created{}, err
+			}
+			if ok {
+				return c.decided(ctx, in, dec)
+			}
 		}
 	}
 	draft, orderID, err := c.draft(ctx, in)

@@ -177,6 +177,161 @@ func batchItemRedo(t *testing.T, holdJob bool) {
 	}
 }
 
+// TestABatchItemWhoseWorkerStoppedAfterItsSendAnswersFromItsDecision: a
+// worker put an item's create on the log and stopped before it stored
+// that (its lease ended with the run marked worked, no item marked sent),
+// while the decider was behind; the item's variant was archived since.
+// Worked again, the item is not validated against today's catalog (a 400
+// stored while the decider creates its order): it waits until the decider
+// has read the log, then answers from the decision.
+func TestABatchItemWhoseWorkerStoppedAfterItsSendAnswersFromItsDecision(t *testing.T) {
+	waitsMostly(t)
+	d := startDemo(t, noPusher)
+	ctx := context.Background()
+	pool := d.app.Pool
+	sh := newShelf(t, d)
+
+	// The decider cannot store decisions while the table is locked.
+	decider, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decider.Rollback(ctx)
+	if _, err := decider.Exec(ctx, `LOCK TABLE order_decisions IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	r := sh.client.Do("POST", "/v1/orders/pod/batches", map[string]any{"orders": []any{tshirtOrder(sh.variant, "stopped-1", 1)}})
+	if r.Status != 202 {
+		t.Fatalf("batch: %d %s", r.Status, r.Body)
+	}
+	var st batchStatus
+	r.JSON(t, &st)
+	command := batch.Item{Batch: st.BatchID, Index: 0}.CommandID()
+
+	// Once the item's create is on the log (its first work ended with it
+	// undecided), the run is made what a worker that stopped right after
+	// the send leaves: leased and worked, the item not marked sent. It is
+	// kept from the worker until the variant is archived.
+	job := func() (attempt int, payload string) { // past any attempt once the run has ended
+		t.Helper()
+		err := pool.QueryRow(ctx, `SELECT attempt, payload::text FROM jobs WHERE queue = $1 AND payload->>'batch' = $2`,
+			batch.Queue, st.BatchID.String()).Scan(&attempt, &payload)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return math.MaxInt32, ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return attempt, payload
+	}
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if n, payload := job(); n < 2 || !strings.Contains(payload, `"sent"`) {
+			return fmt.Errorf("the item's run is at attempt %d: %s", n, payload)
+		}
+		return nil
+	})
+	if _, err := pool.Exec(ctx, `UPDATE jobs SET payload = (payload - 'sent') || '{"worked": true}', attempt = 1,
+		due_at = now() + interval '1 hour' WHERE queue = $1 AND payload->>'batch' = $2`, batch.Queue, st.BatchID.String()); err != nil {
+		t.Fatal(err)
+	}
+	sh.set(t, d, "ARCHIVED")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if r := sh.client.Do("POST", "/v1/orders/pod", tshirtOrder(sh.variant, "stopped-probe", 1)); r.Status != 400 {
+			return fmt.Errorf("a create with the archived variant: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
+
+	// Worked again while the decider is still behind: the item stays open.
+	if _, err := pool.Exec(ctx, `UPDATE jobs SET due_at = now() WHERE queue = $1 AND payload->>'batch' = $2`,
+		batch.Queue, st.BatchID.String()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if n, _ := job(); n < 2 {
+			return fmt.Errorf("the item's run is still at attempt %d", n)
+		}
+		return nil
+	})
+	sh.client.Get("/v1/orders/pod/batches/" + st.BatchID.String()).JSON(t, &st)
+	if st.Items[0].Status != "pending" {
+		t.Fatalf("an item whose create may be on the log was stored as %s %d %s while the decider was behind",
+			st.Items[0].Status, deref(st.Items[0].HTTPStatus), st.Items[0].Error)
+	}
+
+	// The decider catches up: the item's order was created, and the item
+	// says so.
+	if err := decider.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var decided order.Decision
+	testenv.Eventually(t, 60*time.Second, func() error {
+		dec, ok, err := order.LoadDecision(ctx, pool, command)
+		if err != nil || !ok {
+			return fmt.Errorf("item's create not decided yet (%v)", err)
+		}
+		decided = dec
+		return nil
+	})
+	if !decided.Accepted() {
+		t.Fatalf("the item's create was decided %+v; want accepted", decided)
+	}
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		sh.client.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
+		if st.Status != "completed" {
+			return fmt.Errorf("batch %s: %d/%d", st.Status, st.Processed, st.Total)
+		}
+		return nil
+	})
+	if it := st.Items[0]; it.Status != "created" || it.OrderID == nil || *it.OrderID != decided.OrderID {
+		t.Fatalf("item stored as %s %d %v %s; its create was accepted as order %s", it.Status, deref(it.HTTPStatus), it.OrderID, it.Error, decided.OrderID)
+	}
+}
+
+// TestAKeyedRepeatAfterARequestThatDiedMidWayAnswersFromItsDecision: a
+// keyed create's command went on the log and its process died before it
+// marked the key's seed sent, while no decider ran; the variant was
+// archived since. The repeat is not validated against today's catalog (a
+// 400 while the decider will create the order): it is a 503 that records
+// nothing while the decider has not read the log that far, and the
+// order's 201 once it has.
+func TestAKeyedRepeatAfterARequestThatDiedMidWayAnswersFromItsDecision(t *testing.T) {
+	waitsMostly(t)
+	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
+	sh := newShelf(t, d)
+	body, _ := json.Marshal(tshirtOrder(sh.variant, "keyed-died", 1))
+	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-died", body); r.Status != 503 {
+		t.Fatalf("first create without a decider: %d %s", r.Status, r.Body)
+	}
+	// What a process that died between the send and the mark leaves.
+	if _, err := d.app.Pool.Exec(context.Background(), `UPDATE idempotency_seeds SET sent = false WHERE account_id = $1 AND key = $2`,
+		sh.account, "k-died"); err != nil {
+		t.Fatal(err)
+	}
+	sh.set(t, d, "ARCHIVED")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if r := sh.client.Do("POST", "/v1/orders/pod", tshirtOrder(sh.variant, "died-probe", 1)); r.Status != 400 {
+			return fmt.Errorf("a create with the archived variant: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
+	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-died", body); r.Status != 503 || !strings.Contains(string(r.Body), "not read that far") {
+		t.Fatalf("the repeat while the log is unread: %d %s; want 503, not known yet", r.Status, r.Body)
+	}
+	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider} })
+	want := order.OrderID(sh.store, "keyed-died")
+	testenv.Eventually(t, 60*time.Second, func() error {
+		r := postWithKey(t, sh.client, "/v1/orders/pod", "k-died", body)
+		var o struct {
+			OrderID uuid.UUID `json:"order_id"`
+		}
+		if r.Status != 201 || json.Unmarshal(r.Body, &o) != nil || o.OrderID != want {
+			return fmt.Errorf("the repeat once the log is read: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
+}
+
 func deref(p *int) int {
 	if p == nil {
 		return 0
