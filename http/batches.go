@@ -183,7 +183,7 @@ func (b *Batches) statusIn(ctx context.Context, q rowQuerier, account, id uuid.U
 func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 	id := it.CommandID()
 	created, _, _, err := o.createProjected(ctx, order.CreateInput{AccountID: it.Account, Body: it.Body, Via: "api",
-		CommandID: id, Sent: it.Sent, MaybeSent: it.MaybeSent, DefaultReference: "batch-" + id.String()})
+		CommandID: id, Sent: it.Sent, MaybeSent: it.MaybeSent, LogEnd: it.LogEnd, DefaultReference: "batch-" + id.String()})
 	if err == nil {
 		return batch.Result{Status: fiber.StatusCreated, OrderID: &created.OrderID}
 	}

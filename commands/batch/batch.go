@@ -75,7 +75,11 @@ type Item struct {
 	// before it stored its results); the create looks for its decision
 	// once the decider has read the log that far.
 	MaybeSent bool
-	run       int // the leased run it belongs to (its position in the round)
+	// LogEnd is the command log's last offsets read once an earlier lease
+	// had ended (its run's): a MaybeSent create is on the log below them,
+	// if at all.
+	LogEnd map[int32]int64
+	run    int // the leased run it belongs to (its position in the round)
 }
 
 // CommandID is the item's create command id: an item worked twice finds
@@ -145,6 +149,11 @@ type runJob struct {
 	// Worked says a lease of the run worked its items before: the items
 	// not done may be on the log (Item.MaybeSent). The claim sets it.
 	Worked bool `json:"worked,omitempty"`
+	// LogEnd is the command log's last offsets, read by the first lease
+	// after a worked one and kept after: the target every later lookup of
+	// a MaybeSent item waits for the decider to reach (a fixed one, which
+	// a lagging decider still reaches).
+	LogEnd map[int32]int64 `json:"log_end,omitempty"`
 }
 
 // Store records a batch of account's order bodies and the jobs that work
@@ -191,7 +200,9 @@ type Worker struct {
 	Pool   *pgxpool.Pool
 	Notify *pgnotify.Listener // channel jobs.Notify
 	// Work creates one item's order the way a single POST does.
-	Work        func(ctx context.Context, it Item) Result
+	Work func(ctx context.Context, it Item) Result
+	// LogEnd reads the command log's last offsets (order.Bus.LogEnd).
+	LogEnd      func(ctx context.Context) (map[int32]int64, error)
 	Log         *slog.Logger
 	Concurrency int // items worked at once; default 16
 }
@@ -250,6 +261,7 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	w.logEnd(ctx, runs, items)
 	// The items are worked while the runs stay leased with time to store
 	// their results: an item not done by then is undecided, worked again.
 	end := leased[0].DueAt
@@ -350,6 +362,31 @@ func (w *Worker) pending(ctx context.Context, runs []runJob) ([]Item, error) {
 	return items, err
 }
 
+// logEnd gives the worked runs without one, and their items, the command
+// log's last offsets as they are now (LogEnd). Unread (Kafka away), the
+// items' creates read it themselves.
+func (w *Worker) logEnd(ctx context.Context, runs []runJob, items []Item) {
+	var end map[int32]int64
+	for i := range runs {
+		if !runs[i].Worked || runs[i].LogEnd != nil || w.LogEnd == nil {
+			continue
+		}
+		if end == nil {
+			var err error
+			if end, err = w.LogEnd(ctx); err != nil {
+				w.Log.Warn("the command log's end was not read; the items look it up themselves", "err", err)
+				return
+			}
+		}
+		runs[i].LogEnd = end
+	}
+	for i := range items {
+		if items[i].MaybeSent {
+			items[i].LogEnd = runs[items[i].run].LogEnd
+		}
+	}
+}
+
 // finish stores the decided items' results, ends the jobs whose items are
 // all decided and reschedules the others, in one transaction that holds
 // the jobs (jobs.Hold): it acts only for the jobs still under this
@@ -394,6 +431,9 @@ func (w *Worker) finishing(leased []jobs.Job, heldIDs map[uuid.UUID]bool, runs [
 			if onLog {
 				sent[it.run] = append(sent[it.run], it.Index)
 			}
+			// An item that may be on the log and could not learn whether
+			// it is stays open too (one that got no answer at all is
+			// stored after its attempts, saying it may still be created).
 			if _, again := retryDelay(j.Attempt); again || onLog || r.Unknown {
 				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index, "attempt", j.Attempt, "status", r.Status)
 				open[it.run] = true

@@ -25,9 +25,9 @@ var ErrCommandLog = errors.New("the order command log is unavailable")
 // came within the wait: it will still be decided.
 var ErrUndecided = errors.New("the order command was accepted but not decided in time")
 
-// ErrLogUnread means the order decider has not read the command log as far
-// as it reaches now, so whether an earlier attempt's command is on it is
-// not known yet: nothing was sent.
+// ErrLogUnread means whether an earlier attempt's command is on the log is
+// not known yet (the order decider has not read the log that far, or the
+// lookup failed): nothing was sent.
 var ErrLogUnread = errors.New("the order decider has not read the command log this far yet")
 
 // ErrClaimUndecided means an order of the same content, claimed moments
@@ -101,13 +101,16 @@ func (b *Bus) send(c Command, sent *bool) func(context.Context) error {
 	}
 }
 
-// undecidedOnceSent is undecided, where any end of the wait for a command
-// sent is ErrUndecided.
+// undecidedOnceSent makes any end of the wait for a command sent
+// ErrUndecided; before the send, an error is what it is.
 func (b *Bus) undecidedOnceSent(d Decision, err error, sent bool) (Decision, error) {
-	if err != nil && sent && !errors.Is(err, context.DeadlineExceeded) {
-		return Decision{}, fmt.Errorf("%w (the wait ended: %v)", ErrUndecided, err)
+	switch {
+	case err == nil || !sent:
+		return d, err
+	case errors.Is(err, context.DeadlineExceeded):
+		return Decision{}, ErrUndecided
 	}
-	return b.undecided(d, err)
+	return Decision{}, fmt.Errorf("%w (the wait ended: %v)", ErrUndecided, err)
 }
 
 // announcement reads a command's decision from its announcement, or from
@@ -133,23 +136,34 @@ func (b *Bus) undecided(d Decision, err error) (Decision, error) {
 // DecisionOnceRead looks up the decision of a command an earlier attempt
 // may have put on the log (it stopped between the send and its record of
 // it, or its send failed in flight), once the order decider has applied
-// the log as far as it reaches now: not found then, the command is not on
-// it. ErrLogUnread when the decider does not get that far within wait.
-func (b *Bus) DecisionOnceRead(ctx context.Context, commandID uuid.UUID, wait time.Duration) (Decision, bool, error) {
+// the log up to logEnd (its last offsets by partition, read after that
+// attempt ended; nil: read now): not found then, the command is not on it.
+// Any other end, the decider not getting that far within wait among them,
+// is ErrLogUnread: it is not known yet.
+func (b *Bus) DecisionOnceRead(ctx context.Context, commandID uuid.UUID, logEnd map[int32]int64, wait time.Duration) (Decision, bool, error) {
 	topic := b.Naming.Topic(schemas.TopicOrderCommands)
-	last, _, err := kafka.LastOffsets(ctx, kadm.NewClient(b.Producer), topic)
-	if err != nil {
-		return Decision{}, false, fmt.Errorf("%w: %v", ErrCommandLog, err)
+	if logEnd == nil {
+		var err error
+		if logEnd, err = b.LogEnd(ctx); err != nil {
+			return Decision{}, false, fmt.Errorf("%w: %v", ErrLogUnread, err)
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if err := stream.WaitApplied(wctx, b.Pool, DeciderName, topic, last); err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return Decision{}, false, ErrLogUnread
-		}
-		return Decision{}, false, err
+	if err := stream.WaitApplied(wctx, b.Pool, DeciderName, topic, logEnd); err != nil {
+		return Decision{}, false, fmt.Errorf("%w: %v", ErrLogUnread, err)
 	}
-	return LoadDecision(ctx, b.Pool, commandID)
+	d, ok, err := LoadDecision(ctx, b.Pool, commandID)
+	if err != nil {
+		return Decision{}, false, fmt.Errorf("%w: %v", ErrLogUnread, err)
+	}
+	return d, ok, nil
+}
+
+// LogEnd is the command log's last offsets by partition, as it stands now.
+func (b *Bus) LogEnd(ctx context.Context) (map[int32]int64, error) {
+	last, _, err := kafka.LastOffsets(ctx, kadm.NewClient(b.Producer), b.Naming.Topic(schemas.TopicOrderCommands))
+	return last, err
 }
 
 // Await waits for the decision of an already sent command.

@@ -38,9 +38,11 @@ type CreateInput struct {
 	// MaybeSent: an earlier attempt may have put CommandID's create on the
 	// log without a record of it (it stopped between the send and that
 	// record, or its send failed in flight). The create looks for its
-	// decision once the decider has read the log as far as it reaches,
-	// before it validates against today's catalog and sends.
+	// decision once the decider has read the log up to LogEnd (as it
+	// reaches now when nil), before it validates against today's catalog
+	// and sends.
 	MaybeSent bool
+	LogEnd    map[int32]int64
 	// DefaultReference is used when the body has no reference_id.
 	DefaultReference string
 	// BeforeSend, when set, is called with the order's id before its
@@ -138,7 +140,7 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 			return c.decided(ctx, in, dec)
 		}
 		if in.MaybeSent {
-			dec, ok, err := c.Bus.DecisionOnceRead(ctx, cmdID, c.wait())
+			dec, ok, err := c.Bus.DecisionOnceRead(ctx, cmdID, in.LogEnd, c.wait())
 			if err != nil {
 				return Created{}, err
 			}

@@ -253,6 +253,11 @@ func TestABatchItemWhoseWorkerStoppedAfterItsSendAnswersFromItsDecision(t *testi
 		}
 		return nil
 	})
+	// The log end it waits for is kept: a decider that lags behind a
+	// moving end still reaches it.
+	if _, payload := job(); !strings.Contains(payload, `"log_end"`) {
+		t.Errorf("the run kept no log end to wait for: %s", payload)
+	}
 	sh.client.Get("/v1/orders/pod/batches/" + st.BatchID.String()).JSON(t, &st)
 	if st.Items[0].Status != "pending" {
 		t.Fatalf("an item whose create may be on the log was stored as %s %d %s while the decider was behind",

@@ -20,7 +20,8 @@ func WaitApplied(ctx context.Context, pool *pgxpool.Pool, consumer, topic string
 		next[p] = off + 1
 	}
 	// Nothing announces a stage's progress, so the wait polls: it is how
-	// podctl and the tests wait, not a request path.
+	// podctl and the tests wait, and a create an earlier attempt may have
+	// sent (order.Bus.DecisionOnceRead), never an order's hot path.
 	err := wait.Until[struct{}](ctx, nil, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		stored, err := Offsets(ctx, pool, consumer, topic)
 		return err == nil && Reached(stored, next), err

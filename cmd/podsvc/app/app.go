@@ -427,7 +427,7 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) (*fiber.App, e
 		Queries: orderrm.Queries{Pool: a.Pool},
 		Notify:  a.Notify,
 	}
-	worker := &batch.Worker{Pool: a.Pool, Notify: a.Notify, Work: orders.BatchItem, Log: a.Log}
+	worker := &batch.Worker{Pool: a.Pool, Notify: a.Notify, Work: orders.BatchItem, LogEnd: a.Bus.LogEnd, Log: a.Log}
 	a.goRun(func() { worker.Run(ctx) })
 	server.Auth = tokens
 	server.Redis = a.Redis
