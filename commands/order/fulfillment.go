@@ -110,7 +110,7 @@ func ValidateFulfillment(u schemas.FulfillmentUpdate) error {
 		if n := utf8.RuneCountInString(f.value); n > limit || !utf8.ValidString(f.value) {
 			return fmt.Errorf("%s must be valid UTF-8 of at most %d characters", f.name, limit)
 		}
-		if strings.IndexFunc(f.value, invisible) >= 0 || strings.TrimSpace(f.value) != f.value {
+		if strings.IndexFunc(f.value, Invisible) >= 0 || strings.TrimSpace(f.value) != f.value {
 			return fmt.Errorf("%s must not hold control or format characters, nor start or end with spaces", f.name)
 		}
 	}

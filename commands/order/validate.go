@@ -99,7 +99,7 @@ func Validate(r CreateRequest, variants map[uuid.UUID]Variant, rates Rates) (Dra
 	// characters (\t, \n, U+0085) off the ends, and "R-1\n" would be stored
 	// as "R-1". Surrounding spaces are trimmed; control characters anywhere
 	// are refused.
-	if strings.IndexFunc(r.ReferenceID, invisible) >= 0 {
+	if strings.IndexFunc(r.ReferenceID, Invisible) >= 0 {
 		return Draft{}, fieldErr("reference_id", "reference_id must not contain control or format characters (such as bidi overrides or zero-width spaces)")
 	}
 	if utf8.RuneCountInString(d.Note) > maxNote {
@@ -346,9 +346,11 @@ func validateLine(p string, l LineRequest, variants map[uuid.UUID]Variant, rates
 	return line, pl, nil
 }
 
-// invisible reports control and format characters (Unicode Cc and Cf): a
-// reference holding one can look like another reference and is refused.
-func invisible(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }
+// Invisible reports control and format characters (Unicode Cc and Cf): a
+// reference holding one can look like another reference and is refused,
+// and no text the service keeps from outside (a tracking number, a
+// platform's order id) may hold one.
+func Invisible(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }
 
 func isHTTPURL(s string) bool {
 	if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {

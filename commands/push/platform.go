@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -242,7 +241,7 @@ const (
 // UTF-8 of at most maxIDBytes, with no control or format characters (a
 // NUL, which Postgres text cannot hold, among them).
 func keepable(s string) bool {
-	return len(s) <= maxIDBytes && utf8.ValidString(s) && strings.IndexFunc(s, invisible) < 0
+	return len(s) <= maxIDBytes && utf8.ValidString(s) && strings.IndexFunc(s, order.Invisible) < 0
 }
 
 // printable is s, a platform's error code or message, made text to keep:
@@ -250,22 +249,25 @@ func keepable(s string) bool {
 // space, and it is cut, at a character, to at most max bytes.
 func printable(s string, max int) string {
 	s = strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || invisible(r) {
+		if r == utf8.RuneError || order.Invisible(r) {
 			return ' '
 		}
 		return r
 	}, strings.ToValidUTF8(s, " "))
+	return cut(s, max)
+}
+
+// cut is s cut, at a character, to at most max bytes.
+func cut(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	end := max
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
 	}
-	return s[:cut]
+	return s[:end]
 }
-
-func invisible(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }
 
 // IsPermanent reports whether err is an *Error the platform will repeat
 // however often the order is resent.

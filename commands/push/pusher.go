@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -362,8 +361,8 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 		}
 		if err != nil {
 			msg := err.Error()
-			if len(msg) > 500 {
-				msg = strings.ToValidUTF8(msg[:500], "") + "…"
+			if len(msg) > maxMessageBytes {
+				msg = cut(msg, maxMessageBytes) + "…"
 			}
 			cmd.Kind, cmd.Error = order.KindFailPush, msg
 		} else {
