@@ -54,6 +54,13 @@ func Unavailable(what string) *Error {
 		Message: what + " is unavailable; try again shortly", RetryAfter: 2}
 }
 
+// NotYet is the 503 answered when what the request depends on is not
+// decided yet (why says what): nothing was recorded, and a repeat runs
+// again.
+func NotYet(why string) *Error {
+	return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5, Message: why + "; nothing was recorded: try again shortly"}
+}
+
 // Undecided is the 503 answered when a command is on its log but was not
 // decided in time; lookup says where else its outcome shows, if anywhere.
 func Undecided(lookup string) *Error {

@@ -159,13 +159,9 @@ func orderError(err error) *Error {
 	case errors.Is(err, order.ErrUndecided):
 		return Undecided(", or look the order up,")
 	case errors.Is(err, order.ErrLogUnread):
-		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
-			Message: "an earlier attempt of this request may be on the order log, which is not read that far yet; " +
-				"nothing was recorded: try again shortly"}
+		return NotYet("an earlier attempt of this request may be on the order log, which is not read that far yet")
 	case errors.Is(err, order.ErrClaimUndecided):
-		return &Error{Code: schemas.CodeServiceUnavailable, RetryAfter: 5,
-			Message: "an order of the same content, created moments ago, is not decided yet, so whether this one is its duplicate " +
-				"is not known; nothing was recorded: try again shortly"}
+		return NotYet("an order of the same content, created moments ago, is not decided yet, so whether this one is its duplicate is not known")
 	}
 	return toAPIError(err)
 }
