@@ -47,9 +47,9 @@ func Queue(b *pgx.Batch, consumer, topic, channel string, payloads []string, par
 }
 
 // Release queues, in a transaction that holds the live projector at
-// offsets (next offset by partition), the announcements schema keeps of
-// records at or past them, in the order of the records, then drops the
-// table.
+// offsets (next offset by partition; a partition missing is at 0), the
+// announcements schema keeps of records at or past them, in the order of
+// the records, then drops the table.
 func Release(b *pgx.Batch, schema string, offsets map[int32]int64) {
 	partitions, next := make([]int32, 0, len(offsets)), make([]int64, 0, len(offsets))
 	for p, o := range offsets {
@@ -57,7 +57,7 @@ func Release(b *pgx.Batch, schema string, offsets map[int32]int64) {
 	}
 	table := pgx.Identifier{schema, Table}.Sanitize()
 	b.Queue(`SELECT pg_notify(h.channel, h.payload) FROM `+table+` h
-		JOIN unnest($1::int[], $2::bigint[]) AS l(partition, next_offset) ON l.partition = h.partition
-		WHERE h.record_offset >= l.next_offset ORDER BY h.partition, h.record_offset`, partitions, next)
+		LEFT JOIN unnest($1::int[], $2::bigint[]) AS l(partition, next_offset) ON l.partition = h.partition
+		WHERE h.record_offset >= coalesce(l.next_offset, 0) ORDER BY h.partition, h.record_offset`, partitions, next)
 	b.Queue(`DROP TABLE ` + table)
 }

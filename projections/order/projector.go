@@ -537,8 +537,7 @@ func announce(b *pgx.Batch, rs []*row, _ []item) {
 	if len(rs) == 0 {
 		return
 	}
-	ids, values := announcements(rs)
-	b.Queue(`SELECT pg_notify($1, id || ' ' || v) FROM unnest($2::text[], $3::text[]) AS a(id, v)`, NotifyProjected, ids, values)
+	b.Queue(`SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, NotifyProjected, announcements(rs))
 }
 
 // holder is the announcer of a rebuild of the read model (topic's): each
@@ -557,31 +556,28 @@ func holder(topic string) announcer {
 				last[it.data.Order.ID] = it
 			}
 		}
-		ids, values := announcements(rs)
 		partitions, offsets := make([]int32, len(rs)), make([]int64, len(rs))
 		for i, r := range rs {
-			ids[i] += " " + values[i]
 			partitions[i], offsets[i] = last[r.id].partition, last[r.id].offset
 		}
-		held.Queue(b, ConsumerName, topic, NotifyProjected, ids, partitions, offsets)
+		held.Queue(b, ConsumerName, topic, NotifyProjected, announcements(rs), partitions, offsets)
 	}
 }
 
-// announcements are the keys (order ids) and values of the announcements
-// of the orders rs.
-func announcements(rs []*row) (ids, values []string) {
-	ids, values = make([]string, len(rs)), make([]string, len(rs))
+// announcements are the payloads announcing the orders rs: each order's
+// id, a space and what is announced of it (Projected).
+func announcements(rs []*row) []string {
+	out := make([]string, len(rs))
 	for i, r := range rs {
-		ids[i] = r.id.String()
 		p := Projected{Version: r.version, Entry: r.entry}
 		if r.created != nil {
 			at := r.created.data.Order.CreatedAt
 			p.Created = &at
 		}
 		v, _ := codec.Marshal(p)
-		values[i] = string(v)
+		out[i] = r.id.String() + " " + string(v)
 	}
-	return ids, values
+	return out
 }
 
 func trackingText(r *row) (*string, error) {
