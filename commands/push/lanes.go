@@ -10,8 +10,12 @@ import (
 // the callers among stores: a store with a call under way starts another
 // only while reserve callers stay idle after it. A store whose calls hang
 // (a shop that never answers, one the platform throttles) so holds at most
-// all callers but the reserve, and every other store's next call starts
-// as soon as one of those is idle, not when the hanging calls end.
+// all callers but the reserve, and the pushes of other stores the worker
+// holds start on the reserve, not when the hanging calls end. What lanes
+// cannot do: each store with no call under way may take a reserve caller,
+// so as many hanging stores as the reserve use it up; and the worker holds
+// the oldest due pushes, so one store's backlog that fills what it holds
+// keeps the other stores' pushes in the queue until the backlog thins.
 type lanes struct {
 	mu      sync.Mutex
 	changed *sync.Cond

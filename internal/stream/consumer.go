@@ -357,7 +357,7 @@ func (r *Runner) measuring(consumer string) Policy {
 }
 
 // poisonedBatch is what the retrying policy returns when the batch failed
-// permanently PoisonAttempts times.
+// permanently PoisonAttempts times (once, for a failure of its content).
 type poisonedBatch struct{ err error }
 
 func (e *poisonedBatch) Error() string { return "batch fails permanently: " + e.err.Error() }

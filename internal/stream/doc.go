@@ -21,11 +21,13 @@
 //     failure is permanent (IsPermanent) when the handler marks it with
 //     Poison (a record it cannot decode, or that breaks a rule of the data),
 //     when the handler panics, or when Postgres refuses the data (SQLSTATE
-//     class 22 data exception, 23 integrity violation, 54 program limit).
-//     A batch that fails permanently PoisonAttempts times is split in halves,
+//     class 21 cardinality violation, 22 data exception, 23 integrity
+//     violation, 54 program limit, but not a full NOTIFY queue). A batch that
+//     fails permanently PoisonAttempts times, or once when the failure comes
+//     of its records' content (Poison, class 21 or 22), is split in halves,
 //     each applied the same way (its records and offsets in one transaction,
 //     so good records still apply exactly once), down to single records. A
-//     record that on its own fails permanently PoisonAttempts times is
+//     record that on its own fails permanently as often is
 //     produced to the consumer's dead-letter topic
 //     (schemas.Naming.DeadLetterTopic: pod.dlq.<consumer>, or
 //     <Consumer.DeadLetterAs>) with its key, value and
