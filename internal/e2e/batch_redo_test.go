@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/batch"
 	"github.com/printpod/pod/commands/catalog"
 	"github.com/printpod/pod/commands/order"
@@ -45,14 +46,7 @@ func batchItemRedo(t *testing.T, holdJob bool) {
 
 	// The decider cannot store decisions while the table is locked: the
 	// item's create goes on the log and its wait ends undecided.
-	decider, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer decider.Rollback(ctx)
-	if _, err := decider.Exec(ctx, `LOCK TABLE order_decisions IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	decider := holdDecider(t, pool)
 
 	r := client.Do("POST", "/v1/orders/pod/batches", map[string]any{"orders": []any{tshirtOrder(variantID, "redo-1", 1)}})
 	if r.Status != 202 {
@@ -138,20 +132,9 @@ func batchItemRedo(t *testing.T, holdJob bool) {
 		}
 	}
 	// The decider stores its decision: the item's order was created.
-	if err := decider.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var decided order.Decision
-	testenv.Eventually(t, 60*time.Second, func() error {
-		dec, ok, err := order.LoadDecision(ctx, pool, command)
-		if err != nil || !ok {
-			return fmt.Errorf("item's create not decided yet (%v)", err)
-		}
-		decided = dec
-		return nil
-	})
-	if !decided.Accepted() || decided.OrderID != order.OrderID(storeID, "redo-1") {
-		t.Fatalf("the item's create was decided %+v; want accepted", decided)
+	decided := releaseDecider(t, decider, pool, command)
+	if decided.OrderID != order.OrderID(storeID, "redo-1") {
+		t.Fatalf("the item's create was decided %+v; want order %s", decided, order.OrderID(storeID, "redo-1"))
 	}
 
 	// The item is worked again.
@@ -161,17 +144,7 @@ func batchItemRedo(t *testing.T, holdJob bool) {
 		}
 		job = nil
 	}
-	testenv.Eventually(t, 60*time.Second, func() error {
-		client.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
-		if st.Status != "completed" {
-			return fmt.Errorf("batch %s: %d/%d", st.Status, st.Processed, st.Total)
-		}
-		return nil
-	})
-	it := st.Items[0]
-	if it.Status != "created" || it.HTTPStatus == nil || *it.HTTPStatus != 201 || it.OrderID == nil || *it.OrderID != decided.OrderID {
-		t.Fatalf("item stored as %s %d %v %s; its create was accepted as order %s", it.Status, deref(it.HTTPStatus), it.OrderID, it.Error, decided.OrderID)
-	}
+	itemCreatedAs(t, client, st.BatchID, decided)
 	if r := client.Get("/v1/orders/pod/" + decided.OrderID.String()); r.Status != 200 {
 		t.Fatalf("the item's order: %d %s", r.Status, r.Body)
 	}
@@ -191,15 +164,7 @@ func TestABatchItemWhoseWorkerStoppedAfterItsSendAnswersFromItsDecision(t *testi
 	pool := d.app.Pool
 	sh := newShelf(t, d)
 
-	// The decider cannot store decisions while the table is locked.
-	decider, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer decider.Rollback(ctx)
-	if _, err := decider.Exec(ctx, `LOCK TABLE order_decisions IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	decider := holdDecider(t, pool)
 	r := sh.client.Do("POST", "/v1/orders/pod/batches", map[string]any{"orders": []any{tshirtOrder(sh.variant, "stopped-1", 1)}})
 	if r.Status != 202 {
 		t.Fatalf("batch: %d %s", r.Status, r.Body)
@@ -258,7 +223,7 @@ func TestABatchItemWhoseWorkerStoppedAfterItsSendAnswersFromItsDecision(t *testi
 	if _, payload := job(); !strings.Contains(payload, `"log_end"`) {
 		t.Errorf("the run kept no log end to wait for: %s", payload)
 	}
-	sh.client.Get("/v1/orders/pod/batches/" + st.BatchID.String()).JSON(t, &st)
+	sh.client.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
 	if st.Items[0].Status != "pending" {
 		t.Fatalf("an item whose create may be on the log was stored as %s %d %s while the decider was behind",
 			st.Items[0].Status, deref(st.Items[0].HTTPStatus), st.Items[0].Error)
@@ -266,6 +231,32 @@ func TestABatchItemWhoseWorkerStoppedAfterItsSendAnswersFromItsDecision(t *testi
 
 	// The decider catches up: the item's order was created, and the item
 	// says so.
+	itemCreatedAs(t, sh.client, st.BatchID, releaseDecider(t, decider, pool, command))
+}
+
+// holdDecider keeps the order decider from storing decisions (a lock on
+// their table, in the transaction it returns) until releaseDecider, or
+// the test's end.
+func holdDecider(t *testing.T, pool *pgxpool.Pool) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	decider, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = decider.Rollback(ctx) })
+	if _, err := decider.Exec(ctx, `LOCK TABLE order_decisions IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return decider
+}
+
+// releaseDecider ends decider, the transaction that kept the order decider
+// from storing decisions, and returns command's decision once stored,
+// which must be accepted.
+func releaseDecider(t *testing.T, decider pgx.Tx, pool *pgxpool.Pool, command uuid.UUID) order.Decision {
+	t.Helper()
+	ctx := context.Background()
 	if err := decider.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -281,60 +272,25 @@ func TestABatchItemWhoseWorkerStoppedAfterItsSendAnswersFromItsDecision(t *testi
 	if !decided.Accepted() {
 		t.Fatalf("the item's create was decided %+v; want accepted", decided)
 	}
+	return decided
+}
+
+// itemCreatedAs waits for the one-item batch id to complete, and checks
+// that its item is stored as the order decided created.
+func itemCreatedAs(t *testing.T, client *testenv.Client, id uuid.UUID, decided order.Decision) {
+	t.Helper()
+	var st batchStatus
 	testenv.Eventually(t, 2*time.Minute, func() error {
-		sh.client.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
+		client.Get("/v1/orders/pod/batches/"+id.String()).JSON(t, &st)
 		if st.Status != "completed" {
 			return fmt.Errorf("batch %s: %d/%d", st.Status, st.Processed, st.Total)
 		}
 		return nil
 	})
-	if it := st.Items[0]; it.Status != "created" || it.OrderID == nil || *it.OrderID != decided.OrderID {
+	it := st.Items[0]
+	if it.Status != "created" || it.HTTPStatus == nil || *it.HTTPStatus != 201 || it.OrderID == nil || *it.OrderID != decided.OrderID {
 		t.Fatalf("item stored as %s %d %v %s; its create was accepted as order %s", it.Status, deref(it.HTTPStatus), it.OrderID, it.Error, decided.OrderID)
 	}
-}
-
-// TestAKeyedRepeatAfterARequestThatDiedMidWayAnswersFromItsDecision: a
-// keyed create's command went on the log and its process died before it
-// marked the key's seed sent, while no decider ran; the variant was
-// archived since. The repeat is not validated against today's catalog (a
-// 400 while the decider will create the order): it is a 503 that records
-// nothing while the decider has not read the log that far, and the
-// order's 201 once it has.
-func TestAKeyedRepeatAfterARequestThatDiedMidWayAnswersFromItsDecision(t *testing.T) {
-	waitsMostly(t)
-	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
-	sh := newShelf(t, d)
-	body, _ := json.Marshal(tshirtOrder(sh.variant, "keyed-died", 1))
-	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-died", body); r.Status != 503 {
-		t.Fatalf("first create without a decider: %d %s", r.Status, r.Body)
-	}
-	// What a process that died between the send and the mark leaves.
-	if _, err := d.app.Pool.Exec(context.Background(), `UPDATE idempotency_seeds SET sent = false WHERE account_id = $1 AND key = $2`,
-		sh.account, "k-died"); err != nil {
-		t.Fatal(err)
-	}
-	sh.set(t, d, "ARCHIVED")
-	testenv.Eventually(t, 30*time.Second, func() error {
-		if r := sh.client.Do("POST", "/v1/orders/pod", tshirtOrder(sh.variant, "died-probe", 1)); r.Status != 400 {
-			return fmt.Errorf("a create with the archived variant: %d %s", r.Status, r.Body)
-		}
-		return nil
-	})
-	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-died", body); r.Status != 503 || !strings.Contains(string(r.Body), "not read that far") {
-		t.Fatalf("the repeat while the log is unread: %d %s; want 503, not known yet", r.Status, r.Body)
-	}
-	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider} })
-	want := order.OrderID(sh.store, "keyed-died")
-	testenv.Eventually(t, 60*time.Second, func() error {
-		r := postWithKey(t, sh.client, "/v1/orders/pod", "k-died", body)
-		var o struct {
-			OrderID uuid.UUID `json:"order_id"`
-		}
-		if r.Status != 201 || json.Unmarshal(r.Body, &o) != nil || o.OrderID != want {
-			return fmt.Errorf("the repeat once the log is read: %d %s", r.Status, r.Body)
-		}
-		return nil
-	})
 }
 
 func deref(p *int) int {
@@ -428,31 +384,60 @@ func TestAKeyedRepeatWhileTheReadModelLagsIsNotPricedAnew(t *testing.T) {
 // 400 for 24 h for an order the decider then created.
 func TestAKeyedCreateRepeatedWhileUndecidedWaitsForItsDecision(t *testing.T) {
 	waitsMostly(t)
+	keyedRepeat(t, "keyed-redo", false)
+}
+
+// TestAKeyedRepeatAfterARequestThatDiedMidWayAnswersFromItsDecision: the
+// first request's process died between the send and the seed's sent mark.
+// The repeat is not validated against today's catalog either (a 400 while
+// the decider will create the order): it is a 503 that records nothing
+// while the decider has not read the log that far, and the order's 201
+// once it has.
+func TestAKeyedRepeatAfterARequestThatDiedMidWayAnswersFromItsDecision(t *testing.T) {
+	waitsMostly(t)
+	keyedRepeat(t, "keyed-died", true)
+}
+
+// keyedRepeat sends a keyed create while no decider runs (its command goes
+// on the log, undecided: a 503), unmarks the key's seed sent when died
+// (what a process that died between the send and the mark leaves),
+// archives the variant, and repeats the create: a 503 until a decider
+// runs, then the order's 201.
+func keyedRepeat(t *testing.T, ref string, died bool) {
 	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
 	sh := newShelf(t, d)
-	body, _ := json.Marshal(tshirtOrder(sh.variant, "keyed-redo", 1))
-	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-redo", body); r.Status != 503 {
+	key := "k-" + ref
+	body, _ := json.Marshal(tshirtOrder(sh.variant, ref, 1))
+	if r := postWithKey(t, sh.client, "/v1/orders/pod", key, body); r.Status != 503 {
 		t.Fatalf("first create without a decider: %d %s", r.Status, r.Body)
+	}
+	repeatSays := "recorded but not decided"
+	if died {
+		if _, err := d.app.Pool.Exec(context.Background(), `UPDATE idempotency_seeds SET sent = false WHERE account_id = $1 AND key = $2`,
+			sh.account, key); err != nil {
+			t.Fatal(err)
+		}
+		repeatSays = "not read that far"
 	}
 	sh.set(t, d, "ARCHIVED")
 	testenv.Eventually(t, 30*time.Second, func() error {
-		if r := sh.client.Do("POST", "/v1/orders/pod", tshirtOrder(sh.variant, "keyed-probe", 1)); r.Status != 400 {
+		if r := sh.client.Do("POST", "/v1/orders/pod", tshirtOrder(sh.variant, ref+"-probe", 1)); r.Status != 400 {
 			return fmt.Errorf("a create with the archived variant: %d %s", r.Status, r.Body)
 		}
 		return nil
 	})
-	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-redo", body); r.Status != 503 {
-		t.Fatalf("the repeat while its create is undecided: %d %s; want 503, still undecided", r.Status, r.Body)
+	if r := postWithKey(t, sh.client, "/v1/orders/pod", key, body); r.Status != 503 || !strings.Contains(string(r.Body), repeatSays) {
+		t.Fatalf("the repeat before a decider runs: %d %s; want a 503 saying %q", r.Status, r.Body, repeatSays)
 	}
 	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider} })
-	want := order.OrderID(sh.store, "keyed-redo")
+	want := order.OrderID(sh.store, ref)
 	testenv.Eventually(t, 60*time.Second, func() error {
-		r := postWithKey(t, sh.client, "/v1/orders/pod", "k-redo", body)
+		r := postWithKey(t, sh.client, "/v1/orders/pod", key, body)
 		var o struct {
 			OrderID uuid.UUID `json:"order_id"`
 		}
 		if r.Status != 201 || json.Unmarshal(r.Body, &o) != nil || o.OrderID != want {
-			return fmt.Errorf("the repeat once decided: %d %s", r.Status, r.Body)
+			return fmt.Errorf("the repeat once a decider runs: %d %s", r.Status, r.Body)
 		}
 		return nil
 	})
