@@ -150,9 +150,10 @@ type runJob struct {
 	// not done may be on the log (Item.MaybeSent). The claim sets it.
 	Worked bool `json:"worked,omitempty"`
 	// LogEnd is the command log's last offsets, read by the first lease
-	// after a worked one and kept after: the target every later lookup of
-	// a MaybeSent item waits for the decider to reach (a fixed one, which
-	// a lagging decider still reaches).
+	// after a worked one and kept while the run's open items only wait
+	// for it: the target every later lookup of a MaybeSent item waits for
+	// the decider to reach (a fixed one, which a lagging decider still
+	// reaches).
 	LogEnd map[int32]int64 `json:"log_end,omitempty"`
 }
 
@@ -420,6 +421,10 @@ func (w *Worker) finishing(leased []jobs.Job, heldIDs map[uuid.UUID]bool, runs [
 	var bodies [][]byte
 	open := make([]bool, len(leased))  // a run with an undecided item
 	sent := make([][]int, len(leased)) // its items whose command is on the log
+	// A run whose open items are all Unknown keeps its log end: none of
+	// them sent anything since it was read. Another open item may have
+	// (a send that failed in flight), so the next attempt reads it anew.
+	fresh := make([]bool, len(leased))
 	for i, it := range items {
 		r := results[i]
 		j := leased[it.run]
@@ -437,6 +442,7 @@ func (w *Worker) finishing(leased []jobs.Job, heldIDs map[uuid.UUID]bool, runs [
 			if _, again := retryDelay(j.Attempt); again || onLog || r.Unknown {
 				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index, "attempt", j.Attempt, "status", r.Status)
 				open[it.run] = true
+				fresh[it.run] = fresh[it.run] || !r.Unknown
 				continue
 			}
 			if r.Status == 0 || r.Error == nil {
@@ -463,6 +469,9 @@ func (w *Worker) finishing(leased []jobs.Job, heldIDs map[uuid.UUID]bool, runs [
 			}
 			next := runs[i]
 			next.Sent, next.Worked = sent[i], true
+			if fresh[i] {
+				next.LogEnd = nil
+			}
 			payload, err := codec.Marshal(next)
 			if err != nil {
 				return nil, err
