@@ -230,6 +230,7 @@ func (w *Worker) Run(ctx context.Context) {
 // pending items and stores the results. It returns how many jobs it
 // leased.
 func (w *Worker) round(ctx context.Context) (int, error) {
+	from := time.Now() // the leases last at least until from + lease, whatever Postgres's clock says
 	leased, err := w.claim(ctx)
 	if err != nil || len(leased) == 0 {
 		return 0, err
@@ -265,13 +266,10 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 	w.logEnd(ctx, runs, items)
 	// The items are worked while the runs stay leased with time to store
 	// their results: an item not done by then is undecided, worked again.
-	end := leased[0].DueAt
-	for _, j := range leased {
-		if j.DueAt.Before(end) {
-			end = j.DueAt
-		}
-	}
-	wctx, cancel := context.WithDeadline(ctx, end.Add(-2*finishBudget))
+	// The deadline is on this worker's clock, from before the claim: the
+	// leases' due time is on Postgres's, and a worker whose clock ran
+	// ahead of it would work nothing, one behind it past its lease.
+	wctx, cancel := context.WithDeadline(ctx, from.Add(lease-2*finishBudget))
 	defer cancel()
 	results := make([]Result, len(items))
 	var wg sync.WaitGroup
