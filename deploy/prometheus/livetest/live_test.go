@@ -79,6 +79,11 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 				"PodWebhookDLQGrowing":           {"topic": schemas.TopicWebhookDLQ},
 				"PodWebhookEndpointAutoDisabled": {},
 			},
+			mayPend: map[string]string{
+				"PodAPILatencyP99High": "this stack shares two cores with three others and the other packages' tests: a stall of the machine " +
+					"(podsvc then logs Redis read timeouts) lifts a 20/s load's POST p99 past 2 s for a moment; its for: is what keeps that " +
+					"from firing",
+			},
 			noCritical: true,
 		}, 2*time.Minute)
 		t.Logf("a dead webhook endpoint (connections refused, 1 s retry tiers) and a flaky one fired:\n%s", report)
