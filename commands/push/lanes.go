@@ -1,39 +1,149 @@
 package push
 
 import (
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 )
 
+// How lanes judge a store's calls.
+const (
+	// timedCalls is how many of the last calls a call time is the median
+	// of: one call that hangs among many that do not changes nothing.
+	timedCalls = 16
+	// slowCall is how long a store's calls take at least, and four times
+	// every store's at least, for the store to wait for a caller outside
+	// the reserve.
+	slowCall = time.Second
+	// storeMemory is how long lanes remember a store that holds nothing.
+	storeMemory = 10 * time.Minute
+)
+
 // lanes hands a worker's calls to its callers, oldest first, and shares
-// the callers among stores: a store with a call under way starts another
-// only while reserve callers stay idle after it. A store whose calls hang
-// (a shop that never answers, one the platform throttles) so holds at most
-// all callers but the reserve, and the pushes of other stores the worker
-// holds start on the reserve, not when the hanging calls end. What lanes
-// cannot do: each store with no call under way may take a reserve caller,
-// so as many hanging stores as the reserve use it up; and the worker holds
-// the oldest due pushes, so one store's backlog that fills what it holds
-// keeps the other stores' pushes in the queue until the backlog thins.
+// what the worker holds among stores, so that a store whose calls hang
+// (a shop that never answers, one the platform throttles) holds up no
+// other store's pushes:
+//   - a store with a call under way starts another only while reserve
+//     callers stay idle after it, and a store whose calls are slow waits
+//     for a caller outside the reserve: the reserve is for stores whose
+//     calls end;
+//   - a store holds no more pushes than its calls can start within
+//     queueWindow at its own call time: the claim leases the rest of its
+//     due pushes without working them (admit), to come due again when that
+//     lease ends, and gives back those it holds beyond that once its calls
+//     turn slow (shed), so the worker claims other stores' pushes instead.
+//
+// A store's call time is the median of its last timedCalls calls (every
+// store's until one of its own has ended), or, when none of its calls has
+// ended for longer while one is under way, that long.
 type lanes struct {
 	mu      sync.Mutex
 	changed *sync.Cond
 	queue   []call
-	busy    map[uuid.UUID]int // callers at work, by store
-	idle    int               // callers not at work
+	stores  map[uuid.UUID]*storeLane
+	times   callTimes // every store's calls
+	callers int
+	idle    int // callers not at work
 	reserve int
 	closed  bool
+	now     func() time.Time
+}
+
+// storeLane is what lanes keep of one store.
+type storeLane struct {
+	held  int // pushes the worker holds: admitted and neither done, forgotten nor shed
+	busy  int // calls under way
+	times callTimes
+	// moved is when a call of the store last ended, or started with none
+	// under way: how long it has not moved is a call time at least.
+	moved time.Time
+	seen  time.Time // last admitted or ended
 }
 
 // newLanes shares callers callers (a quarter of them kept in reserve).
 func newLanes(callers int) *lanes {
-	l := &lanes{busy: map[uuid.UUID]int{}, idle: callers, reserve: callers / 4}
+	l := &lanes{stores: map[uuid.UUID]*storeLane{}, callers: callers, idle: callers, reserve: callers / 4, now: time.Now}
 	l.changed = sync.NewCond(&l.mu)
 	return l
 }
 
-// put queues c for the next caller it may go to.
+// store is the lane of store id, made on first use; l.mu is held.
+func (l *lanes) store(id uuid.UUID) *storeLane {
+	st := l.stores[id]
+	if st == nil {
+		st = &storeLane{}
+		l.stores[id] = st
+	}
+	return st
+}
+
+// holding is how many pushes the worker holds at most, of room: as many
+// as its calls can start within queueWindow at every store's call time,
+// and at least one per caller. A slow platform so leaves the rest of the
+// queue PENDING (cancellable, and for other workers) instead of moving
+// orders to PROCESSING whose calls would wait long.
+func (l *lanes) holding(room int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return startable(l.callers, l.times.median, room)
+}
+
+// startable is how many calls callers start within queueWindow at
+// callTime each, at least callers and at most room (room when callTime is
+// not known).
+func startable(callers int, callTime time.Duration, room int) int {
+	if callTime <= 0 {
+		return room
+	}
+	return max(callers, min(room, int(int64(callers)*int64(queueWindow)/int64(callTime))))
+}
+
+// bound is how many pushes store st may hold, of room: what the callers
+// outside the reserve start within queueWindow at its call time; l.mu is
+// held.
+func (l *lanes) bound(st *storeLane, room int, now time.Time) int {
+	took := st.times.median
+	if took <= 0 {
+		took = l.times.median
+	}
+	if st.busy > 0 {
+		took = max(took, now.Sub(st.moved))
+	}
+	return startable(l.callers-l.reserve, took, room)
+}
+
+// slow reports whether st's calls are too slow for the reserve; l.mu is
+// held.
+func (l *lanes) slow(st *storeLane) bool {
+	return st.times.median > max(slowCall, 4*l.times.median)
+}
+
+// admit reports whether the worker, holding room pushes at most, may hold
+// one more of store id, and counts it held if so. One admitted ends with
+// done (its call made), forget (given up before its call) or shed.
+func (l *lanes) admit(id uuid.UUID, room int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	st := l.store(id)
+	if st.held >= l.bound(st, room, now) {
+		return false
+	}
+	st.held++
+	st.seen = now
+	return true
+}
+
+// forget ends a push of store id admitted and given up before its call.
+func (l *lanes) forget(id uuid.UUID) {
+	l.mu.Lock()
+	l.store(id).held--
+	l.mu.Unlock()
+}
+
+// put queues c, admitted, for the next caller it may go to.
 func (l *lanes) put(c call) {
 	l.mu.Lock()
 	l.queue = append(l.queue, c)
@@ -49,9 +159,13 @@ func (l *lanes) next() (call, bool) {
 	defer l.mu.Unlock()
 	for {
 		for i, c := range l.queue {
-			if s := c.push.StoreID; l.busy[s] == 0 || l.idle > l.reserve {
-				l.queue = append(l.queue[:i], l.queue[i+1:]...)
-				l.busy[s]++
+			if st := l.store(c.push.StoreID); l.idle > l.reserve || st.busy == 0 && !l.slow(st) {
+				l.queue = slices.Delete(l.queue, i, i+1)
+				c.began = l.now()
+				if st.busy == 0 {
+					st.moved = c.began
+				}
+				st.busy++
 				l.idle--
 				return c, true
 			}
@@ -63,15 +177,43 @@ func (l *lanes) next() (call, bool) {
 	}
 }
 
-// done ends a call next handed out.
+// done ends a call next handed out, and times it.
 func (l *lanes) done(c call) {
 	l.mu.Lock()
-	if l.busy[c.push.StoreID]--; l.busy[c.push.StoreID] == 0 {
-		delete(l.busy, c.push.StoreID)
-	}
+	now := l.now()
+	st := l.store(c.push.StoreID)
+	st.busy--
+	st.held--
+	st.moved, st.seen = now, now
+	st.times.add(now.Sub(c.began))
+	l.times.add(now.Sub(c.began))
 	l.idle++
 	l.mu.Unlock()
 	l.changed.Broadcast()
+}
+
+// shed takes out of the queue, newest first, the calls of each store that
+// holds more than it may of room, and forgets stores that hold nothing and
+// were not seen for storeMemory. The caller lets go of the calls shed.
+func (l *lanes) shed(room int) []call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	var out []call
+	for i := len(l.queue) - 1; i >= 0; i-- {
+		c := l.queue[i]
+		if st := l.store(c.push.StoreID); st.held > l.bound(st, room, now) {
+			l.queue = slices.Delete(l.queue, i, i+1)
+			st.held--
+			out = append(out, c)
+		}
+	}
+	for id, st := range l.stores {
+		if st.held <= 0 && st.busy == 0 && now.Sub(st.seen) > storeMemory {
+			delete(l.stores, id)
+		}
+	}
+	return out
 }
 
 // close lets the callers end once the queue is empty.
@@ -80,4 +222,21 @@ func (l *lanes) close() {
 	l.closed = true
 	l.mu.Unlock()
 	l.changed.Broadcast()
+}
+
+// callTimes keeps the last timedCalls call times and their median.
+type callTimes struct {
+	last   [timedCalls]time.Duration
+	n      int // calls timed, up to timedCalls
+	next   int // where the next time goes
+	median time.Duration
+}
+
+func (t *callTimes) add(took time.Duration) {
+	t.last[t.next] = took
+	t.next = (t.next + 1) % timedCalls
+	t.n = min(t.n+1, timedCalls)
+	sorted := t.last
+	slices.Sort(sorted[:t.n])
+	t.median = sorted[t.n/2]
 }

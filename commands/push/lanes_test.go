@@ -1,6 +1,7 @@
 package push
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,10 +10,40 @@ import (
 	"github.com/printpod/pod/internal/jobs"
 )
 
-func callOf(store uuid.UUID) call {
+// room is what the worker of these tests holds at most: claimSize and
+// four pushes per caller, for 16 callers.
+const room = 264
+
+// queueCall admits a call of store on l and queues it.
+func queueCall(t *testing.T, l *lanes, store uuid.UUID) call {
+	t.Helper()
 	c := call{job: jobs.Job{ID: uuid.New()}}
 	c.push.StoreID = store
+	if !l.admit(store, room) {
+		t.Fatalf("a call of store %s was not admitted", store)
+	}
+	l.put(c)
 	return c
+}
+
+// testLanes are lanes of callers on a clock the test moves.
+func testLanes(callers int) (*lanes, *time.Time) {
+	l := newLanes(callers)
+	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return now }
+	return l, &now
+}
+
+// timeCalls makes calls of store one after the other on l, each taking
+// its time on l's clock (now).
+func timeCalls(t *testing.T, l *lanes, now *time.Time, store uuid.UUID, took ...time.Duration) {
+	t.Helper()
+	for _, d := range took {
+		queueCall(t, l, store)
+		c, _ := l.next()
+		*now = now.Add(d)
+		l.done(c)
+	}
 }
 
 // callers runs n callers on l; each reports the store of a call as it
@@ -57,7 +88,7 @@ func TestAStoreWhoseCallsHangLeavesTheReserveToOtherStores(t *testing.T) {
 	l := newLanes(4) // one in reserve
 	slow, fast := uuid.New(), uuid.New()
 	for range 10 {
-		l.put(callOf(slow))
+		queueCall(t, l, slow)
 	}
 	release := make(chan struct{})
 	started, wait := callers(l, 4, map[uuid.UUID]bool{slow: true}, release)
@@ -66,7 +97,7 @@ func TestAStoreWhoseCallsHangLeavesTheReserveToOtherStores(t *testing.T) {
 			t.Fatalf("call %d started for store %s, want the slow store", i, s)
 		}
 	}
-	l.put(callOf(fast))
+	queueCall(t, l, fast)
 	if s := startedBy(t, started); s != fast {
 		t.Fatalf("the next call started for store %s, want the other store's, while the slow store holds 3 of 4 callers", s)
 	}
@@ -89,12 +120,130 @@ func TestALoneCallerTakesEveryStoresCalls(t *testing.T) {
 	l := newLanes(1) // nothing in reserve
 	store := uuid.New()
 	for range 3 {
-		l.put(callOf(store))
+		queueCall(t, l, store)
 	}
 	l.close()
 	started, wait := callers(l, 1, nil, nil)
 	wait()
 	if n := len(started); n != 3 {
 		t.Fatalf("%d calls made, want 3", n)
+	}
+}
+
+func TestAWorkerHoldsOnlyThePushesItsCallsCanStartInTime(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		calls []time.Duration // the platform calls made so far
+		want  int
+	}{
+		{"before any call the worker fills its room", nil, room},
+		{"at 2 ms a call the room is the bound", []time.Duration{2 * time.Millisecond}, room},
+		{"at 5 s a call, 16 calls start 96 pushes in 30 s", []time.Duration{5 * time.Second}, 96},
+		{"at 10 minutes a call it holds one push per call", []time.Duration{10 * time.Minute}, 16},
+		{"a call time is the median of the last calls", []time.Duration{time.Second, 5 * time.Second, 10 * time.Second}, 96},
+		{"one call that hangs among 5 s ones changes nothing",
+			append(slices.Repeat([]time.Duration{5 * time.Second}, 15), 10*time.Minute), 96},
+		{"only the last 16 calls count",
+			append(slices.Repeat([]time.Duration{10 * time.Minute}, 16), slices.Repeat([]time.Duration{5 * time.Second}, 16)...), 96},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, now := testLanes(16)
+			timeCalls(t, l, now, uuid.New(), tc.calls...)
+			if got := l.holding(room); got != tc.want {
+				t.Errorf("holds %d pushes, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAStoreHoldsWhatItsCallsStartInTheWindow(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		store   []time.Duration // the store's calls made so far
+		others  []time.Duration // another store's
+		running time.Duration   // how long a call of the store has been under way, if one is
+		want    int             // pushes the store holds, its call under way included
+	}{
+		{"a store of a worker no call has timed yet may fill the room", nil, nil, 0, room},
+		{"at 5 s a call, the 12 callers outside the reserve start 72 pushes in 30 s", []time.Duration{5 * time.Second}, nil, 0, 72},
+		{"a store none of whose calls has ended is judged by every store's calls", nil, []time.Duration{5 * time.Second}, 0, 72},
+		{"a store's own calls count, not every store's", []time.Duration{5 * time.Second}, []time.Duration{ms, ms, ms}, 0, 72},
+		{"one call that hangs among fast ones changes nothing",
+			append(slices.Repeat([]time.Duration{10 * ms}, 15), 40*time.Second), nil, 0, room},
+		{"a store whose call has not ended for 10 s holds what it starts in 30 s at 10 s a call",
+			[]time.Duration{10 * ms}, nil, 10 * time.Second, 36},
+		{"a store whose calls hang holds what its callers work at once", nil, nil, 10 * time.Minute, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, now := testLanes(16)
+			store := uuid.New()
+			timeCalls(t, l, now, uuid.New(), tc.others...)
+			timeCalls(t, l, now, store, tc.store...)
+			if tc.running > 0 {
+				queueCall(t, l, store)
+				l.next()
+				*now = now.Add(tc.running)
+			}
+			for n := 0; n <= room && l.admit(store, room); n++ {
+			}
+			if got := l.stores[store].held; got != tc.want {
+				t.Errorf("the store holds %d pushes, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAStoreWhoseCallsTurnSlowGivesBackWhatItCannotStartInTime(t *testing.T) {
+	l, now := testLanes(16)
+	slow, fast := uuid.New(), uuid.New()
+	var queued []call
+	for range 100 {
+		queued = append(queued, queueCall(t, l, slow))
+	}
+	queueCall(t, l, fast)
+	for range 12 {
+		if c, _ := l.next(); c.push.StoreID != slow {
+			t.Fatal("a call of the fast store started before the slow store's")
+		}
+	}
+	*now = now.Add(time.Second)
+	if shed := l.shed(room); len(shed) != 0 {
+		t.Fatalf("%d calls given back while the slow store's calls had been under way for 1 s", len(shed))
+	}
+	*now = now.Add(time.Minute)
+	shed := l.shed(room)
+	if len(shed) != 88 {
+		t.Fatalf("%d calls given back after a minute with none ended, want the slow store's 88 not under way", len(shed))
+	}
+	for i, c := range shed {
+		if want := queued[len(queued)-1-i].job.ID; c.job.ID != want {
+			t.Fatalf("call %d given back is not the slow store's %d-th newest", i, i)
+		}
+	}
+	if held := l.stores[slow].held; held != 12 {
+		t.Fatalf("the slow store holds %d pushes, want the 12 under way", held)
+	}
+	if c, _ := l.next(); c.push.StoreID != fast {
+		t.Fatal("the fast store's call is not the next to start")
+	}
+	if l.admit(slow, room) {
+		t.Fatal("the slow store was admitted another push")
+	}
+}
+
+func TestASlowStoreWaitsForACallerOutsideTheReserve(t *testing.T) {
+	l, now := testLanes(4) // one in reserve
+	slow, fast, hog := uuid.New(), uuid.New(), uuid.New()
+	timeCalls(t, l, now, fast, 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond)
+	timeCalls(t, l, now, slow, 30*time.Second)
+	for range 3 {
+		queueCall(t, l, hog)
+		l.next()
+	}
+	queueCall(t, l, slow)
+	queueCall(t, l, fast)
+	if c, _ := l.next(); c.push.StoreID != fast {
+		t.Fatal("the reserve caller went to the store whose calls take 30 s, not the one whose take 10 ms")
 	}
 }

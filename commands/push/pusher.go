@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -47,8 +46,7 @@ type Worker struct {
 	Calls  int            // platform calls at once, a quarter kept for stores with none under way (lanes); default DefaultCalls
 	Naming schemas.Naming // topic names on the cluster
 
-	callTime atomic.Int64 // moving average of a platform call's time, in ns
-	leases   *leases
+	leases *leases
 }
 
 const (
@@ -66,8 +64,12 @@ const (
 	// takeover, freeing its room for pushes the decider does decide.
 	startWait = 2 * time.Minute
 	// queueWindow is how soon a leased push's call should start: a worker
-	// holds as many pushes as its calls start in that time.
+	// holds as many pushes as its calls start in that time, and a store as
+	// many as its own calls do (lanes).
 	queueWindow = 30 * time.Second
+	// shedEvery is how often a worker whose room is full gives back the
+	// pushes of stores whose calls turned slow (lanes.shed).
+	shedEvery = time.Second
 )
 
 type call struct {
@@ -75,7 +77,8 @@ type call struct {
 	lease  *leased // kept by the worker's leases while the push is worked
 	push   order.PushJob
 	domain string
-	known  bool // the store exists
+	known  bool      // the store exists
+	began  time.Time // when a caller took it (lanes)
 }
 
 // started is a call that waits for its start_push to be decided: wake is
@@ -132,22 +135,36 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 	var starts sync.WaitGroup // before the calls close: a start may still hand its call over
 	defer func() { starts.Wait(); calls.close(); wg.Wait() }()
+	// shed lets go of the pushes of stores that hold more than their calls
+	// start in time: their leases run out, and other stores' pushes are
+	// claimed meanwhile.
+	shed := func() {
+		for _, c := range calls.shed(cap(room)) {
+			w.leases.end(c.lease)
+			release()
+		}
+	}
+	shedding := time.NewTicker(shedEvery)
+	defer shedding.Stop()
 	bus := &order.Bus{Pool: w.Pool, Notify: w.Notify}
 	for ctx.Err() == nil {
 		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
 			// While every leased call is still in flight, claim again as
 			// soon as one is done: due calls wait on this worker, not on a
 			// wake or the poll.
-			free := w.holding(cap(room)) - len(room)
+			shed()
+			free := calls.holding(cap(room)) - len(room)
 			for free <= 0 {
 				select {
 				case <-freed:
+				case <-shedding.C:
+					shed()
 				case <-ctx.Done():
 					return false, ctx.Err()
 				}
-				free = w.holding(cap(room)) - len(room)
+				free = calls.holding(cap(room)) - len(room)
 			}
-			leased, waiting, err := w.claim(ctx, min(free, claimSize))
+			claimed, leased, waiting, err := w.claim(ctx, calls, min(free, claimSize), cap(room))
 			if err != nil && ctx.Err() == nil {
 				w.Log.Warn("claiming push jobs failed; retrying", "err", err)
 			}
@@ -160,6 +177,7 @@ func (w *Worker) Run(ctx context.Context) {
 						calls.put(st.call)
 					} else {
 						w.leases.end(st.lease)
+						calls.forget(st.push.StoreID)
 						release()
 					}
 				}()
@@ -168,61 +186,49 @@ func (w *Worker) Run(ctx context.Context) {
 				room <- struct{}{}
 				calls.put(c)
 			}
-			return err == nil && len(leased)+len(waiting) > 0, err
+			return err == nil && claimed > 0, err
 		})
 	}
 }
 
-// holding is how many pushes the worker holds leased at most, of room:
-// as many as its calls can start within queueWindow at the platform's
-// recent call time, and at least one per call. A slow platform so leaves
-// the rest of the queue PENDING (cancellable, and for other workers)
-// instead of moving orders to PROCESSING whose calls would wait long.
-func (w *Worker) holding(room int) int {
-	avg := w.callTime.Load()
-	if avg <= 0 {
-		return room
-	}
-	return max(w.Calls, min(room, int(int64(w.Calls)*int64(queueWindow)/avg)))
-}
-
-// timed notes how long a platform call took in the moving average (an
-// eighth of the way to it; concurrent notes may overwrite each other,
-// which only makes the average a little less smooth).
-func (w *Worker) timed(took time.Duration) {
-	avg := w.callTime.Load()
-	if avg <= 0 {
-		w.callTime.Store(int64(took))
-		return
-	}
-	w.callTime.Store(avg + (int64(took)-avg)/8)
-}
-
-// claim leases up to n due jobs. It sends the commands of start and
-// auto_retry steps before the lease commits (a crash leaves them due, to
-// be sent again) and returns the calls to make now and those to make once
-// their start_push is decided.
-func (w *Worker) claim(ctx context.Context, n int) (calls []call, waiting []started, err error) {
+// claim leases up to n due jobs, claimed of them, for a worker that holds
+// room pushes at most and shares its calls through calls. It sends the
+// commands of start and auto_retry steps before the lease commits (a crash
+// leaves them due, to be sent again) and returns the calls to make now and
+// those to make once their start_push is decided. A push of a store that
+// holds what it may already (lanes.admit) stays leased, unworked, until
+// its lease ends.
+func (w *Worker) claim(ctx context.Context, calls *lanes, n, room int) (claimed int, now []call, waiting []started, err error) {
 	from := time.Now() // the lease lasts at least until from + lease
 	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
-		return nil, nil, err
+		return 0, nil, nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	leased, err := jobs.Claim(ctx, tx, order.PushQueue, n, w.leases.term)
 	if err != nil || len(leased) == 0 {
-		return nil, nil, err
+		return 0, nil, nil, err
 	}
+	var admitted []uuid.UUID // stores of the pushes admitted, forgotten unless the claim commits
 	var subscribed []started // their subscriptions end with the claim unless it commits
 	defer func() {
 		if err != nil {
+			for _, s := range admitted {
+				calls.forget(s)
+			}
 			for _, st := range subscribed {
 				st.stop()
 			}
 		}
 	}()
+	admit := func(c call) bool {
+		if !calls.admit(c.push.StoreID, room) {
+			return false
+		}
+		admitted = append(admitted, c.push.StoreID)
+		return true
+	}
 	var recs []*kgo.Record
-	var stores []uuid.UUID
 	for _, j := range leased {
 		var cmd order.Command
 		switch j.Step {
@@ -231,33 +237,39 @@ func (w *Worker) claim(ctx context.Context, n int) (calls []call, waiting []star
 		case order.StepAutoRetry:
 			cmd = order.Command{Kind: order.KindAutoRetry, Attempt: j.Attempt}
 		case order.StepCall:
-			calls = append(calls, newCall(j))
-			stores = append(stores, calls[len(calls)-1].push.StoreID)
+			if c := newCall(j); admit(c) {
+				now = append(now, c)
+			}
 			continue
 		default:
 			w.Log.Error("push job in an unknown step; leaving it", "order", j.ID, "step", j.Step)
 			continue
 		}
 		cmd.ID, cmd.OrderID = order.JobCommandID(j.ID, cmd.Kind, j.Attempt), j.ID
+		var st started
+		if cmd.Kind == order.KindStartPush {
+			if st.call = newCall(j); !admit(st.call) {
+				continue
+			}
+		}
 		rec, err := order.Record(w.Naming, cmd)
 		if err != nil {
-			return nil, nil, err
+			return 0, nil, nil, err
 		}
 		recs = append(recs, rec)
 		if cmd.Kind == order.KindStartPush {
-			st := started{call: newCall(j), command: cmd.ID}
+			st.command = cmd.ID
 			st.wake, st.stop = w.Notify.Subscribe(order.NotifyDecided, cmd.ID.String())
 			subscribed = append(subscribed, st)
-			stores = append(stores, st.push.StoreID)
 		}
 	}
-	if len(stores) > 0 {
-		shops, err := w.Shops(ctx, stores)
+	if len(admitted) > 0 {
+		shops, err := w.Shops(ctx, admitted)
 		if err != nil {
-			return nil, nil, fmt.Errorf("shop domains: %w", err)
+			return 0, nil, nil, fmt.Errorf("shop domains: %w", err)
 		}
-		for i := range calls {
-			calls[i].domain, calls[i].known = shops[calls[i].push.StoreID]
+		for i := range now {
+			now[i].domain, now[i].known = shops[now[i].push.StoreID]
 		}
 		for i := range subscribed {
 			subscribed[i].domain, subscribed[i].known = shops[subscribed[i].push.StoreID]
@@ -271,19 +283,19 @@ func (w *Worker) claim(ctx context.Context, n int) (calls []call, waiting []star
 		err := w.Producer.ProduceSync(pctx, recs...).FirstErr()
 		cancel()
 		if err != nil {
-			return nil, nil, fmt.Errorf("send push commands: %w", err)
+			return 0, nil, nil, fmt.Errorf("send push commands: %w", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, err
+		return 0, nil, nil, err
 	}
-	for i := range calls {
-		calls[i].lease = w.leases.hold(ctx, calls[i].job, from)
+	for i := range now {
+		now[i].lease = w.leases.hold(ctx, now[i].job, from)
 	}
 	for i := range subscribed {
 		subscribed[i].lease = w.leases.hold(ctx, subscribed[i].job, from)
 	}
-	return calls, subscribed, nil
+	return len(leased), now, subscribed, nil
 }
 
 // newCall is the call of job j, whose payload says what to push.
@@ -352,9 +364,7 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 	case !c.known:
 		cmd.Kind, cmd.Error = order.KindFailPush, "store not found"
 	default:
-		began := time.Now()
 		res, err := w.Platform.CreateOrder(held, c.domain, c.push.IdempotencyKey, c.push.Order)
-		w.timed(time.Since(began))
 		if held.Err() != nil {
 			end() // shutting down, or the lease could not be kept: the call is the next lease's
 			return

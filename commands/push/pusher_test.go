@@ -57,32 +57,3 @@ func TestAWorkerStopsWaitingForItsStartWhenItsLeaseIsLost(t *testing.T) {
 		t.Fatal("the worker waited on after its lease was lost")
 	}
 }
-
-// TestAWorkerHoldsOnlyThePushesItsCallsCanStartInTime: at the platform's
-// recent call time, a worker leases no more pushes than its calls can
-// start within queueWindow, at least one per call, and never more than its
-// room.
-func TestAWorkerHoldsOnlyThePushesItsCallsCanStartInTime(t *testing.T) {
-	const room = 264
-	for _, tc := range []struct {
-		name  string
-		calls []time.Duration // the platform calls made so far
-		want  int
-	}{
-		{"before any call the worker fills its room", nil, room},
-		{"at 2 ms a call the room is the bound", []time.Duration{2 * time.Millisecond}, room},
-		{"at 5 s a call, 16 calls start 96 pushes in 30 s", []time.Duration{5 * time.Second}, 96},
-		{"at 10 minutes a call it holds one push per call", []time.Duration{10 * time.Minute}, 16},
-		{"the average moves an eighth of the way to each call", []time.Duration{5 * time.Second, 13 * time.Second}, 80},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w := &Worker{Calls: 16}
-			for _, took := range tc.calls {
-				w.timed(took)
-			}
-			if got := w.holding(room); got != tc.want {
-				t.Errorf("holds %d pushes, want %d", got, tc.want)
-			}
-		})
-	}
-}

@@ -8,10 +8,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -306,4 +309,62 @@ func TestAPlatformAnswerPostgresCannotStoreFailsThePushAndStallsNothing(t *testi
 		t.Fatalf("the order projector dead-lettered %v records", n)
 	}
 	d.waitStatus(t, d.client, create(t, d.client, tshirtOrder(v.VariantID, "platform-after", 1)).OrderID, "SUCCESS")
+}
+
+// A shop that never answers, with more pushes due than a worker holds,
+// keeps no other store's push waiting for its calls to end. Found by
+// review: the worker held the oldest due pushes, all the hanging shop's,
+// and claimed nothing more until their calls timed out, 12 at a time, each
+// after 4 tries of 10 s.
+func TestAShopThatNeverAnswersHoldsUpNoOtherStoresPush(t *testing.T) {
+	t.Run("its pushes claimed as they come", func(t *testing.T) { hangingShop(t, false) })
+	t.Run("its pushes all due when the worker starts", func(t *testing.T) { hangingShop(t, true) })
+}
+
+// hangingShop creates more orders of a shop that never answers than a
+// worker holds, then one of another store, and waits for that one to be
+// pushed. late starts the push worker only after the orders are created,
+// so its first claims take the hanging shop's pushes alone.
+func hangingShop(t *testing.T, late bool) {
+	sim := push.NewSimulator(nil)
+	var hangs atomic.Pointer[string] // the path prefix of the shop that never answers
+	var hanging atomic.Int64
+	answer := make(chan struct{})
+	platform := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := hangs.Load(); p != nil && strings.HasPrefix(r.URL.Path, *p) {
+			hanging.Add(1)
+			defer hanging.Add(-1)
+			select {
+			case <-r.Context().Done():
+			case <-answer:
+			}
+			return
+		}
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(platform.Close)
+	t.Cleanup(func() { close(answer) }) // before the platform closes: it waits for its handlers
+	d := startDemo(t, func(c *config.Config) {
+		c.PlatformURL = platform.URL
+		if late {
+			c.Roles = slices.DeleteFunc(slices.Clone(config.AllRoles), func(r string) bool { return r == config.RolePusher })
+		}
+	})
+	sh := newShelf(t, d)
+	prefix := "/shops/" + sh.domain + "/"
+	hangs.Store(&prefix)
+
+	const backlog = 300 // more than a worker holds: claimSize and four per caller
+	for i := range backlog {
+		create(t, sh.client, tshirtOrder(sh.variant, fmt.Sprintf("hangs-%d", i), 1))
+	}
+	v := d.variant(t, "ACTIVE", "tshirt")
+	beside := create(t, d.client, tshirtOrder(v.VariantID, "beside-a-hanging-shop", 1))
+	if late {
+		d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RolePusher} })
+	}
+	d.waitStatus(t, d.client, beside.OrderID, "SUCCESS")
+	if n := hanging.Load(); n == 0 {
+		t.Fatal("no call of the shop that never answers was under way")
+	}
 }
