@@ -49,7 +49,8 @@ func dlqCmd() *cobra.Command {
 		Short: "Print every dead letter as one JSON line",
 		Long: "Prints, for each dead letter of the consumer (of every consumer without --consumer):\n" +
 			"the consumer, its offset in the dead-letter topic, the original topic, partition and\n" +
-			"offset, the error, when it was dead-lettered, the key, and whether it was replayed.",
+			"offset, the error, when it was dead-lettered, the key, and whether it was replayed; for\n" +
+			"a dead letter too large for its topic whole, how many bytes of the record it left out.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := openDLQ(cmd.Context())
@@ -69,7 +70,9 @@ func dlqCmd() *cobra.Command {
 		Long: "Re-produces the consumer's dead letters not replayed yet, in order, to their original\n" +
 			"topic with their original key, value and headers; with --offset N only those up to\n" +
 			"dead-letter offset N (as `dlq list` shows it). The position is kept in Postgres, so\n" +
-			"no dead letter is replayed twice, and one replay of a consumer runs at a time. Fix the cause\n" +
+			"no dead letter is replayed twice, and one replay of a consumer runs at a time. A dead letter\n" +
+			"that was too large to keep its record whole reads it back from the original topic (one\n" +
+			"retention deleted is passed, saying so). Fix the cause\n" +
 			"first: a record that still cannot be applied is dead-lettered again. A delivery task\n" +
 			"projections.deliveries dead-lettered is passed, not replayed: the webhook sender reads\n" +
 			"its topic too and would send the webhook again.",
@@ -150,7 +153,11 @@ type DeadLetter struct {
 	Error     string `json:"error"`
 	Time      string `json:"time"`
 	Key       string `json:"key"`
-	Replayed  bool   `json:"replayed"`
+	// Dropped is how many bytes of the record's key, value and headers
+	// the dead letter left out, being too large for its topic whole (a
+	// replay reads the record back from its topic).
+	Dropped  int64 `json:"dropped_bytes,omitempty"`
+	Replayed bool  `json:"replayed"`
 }
 
 func (d *dlqEnv) list(ctx context.Context, consumer string, w io.Writer) error {
@@ -183,7 +190,8 @@ func (d *dlqEnv) list(ctx context.Context, consumer string, w io.Writer) error {
 				Consumer: c, DLQOffset: r.Offset,
 				Topic: header(r, stream.HeaderDLQTopic), Partition: int32(headerInt(r, stream.HeaderDLQPartition)),
 				Offset: headerInt(r, stream.HeaderDLQOffset), Error: header(r, stream.HeaderDLQError),
-				Time: header(r, stream.HeaderDLQTime), Key: string(r.Key), Replayed: r.Offset < pos,
+				Time: header(r, stream.HeaderDLQTime), Key: string(r.Key), Dropped: headerInt(r, stream.HeaderDLQDropped),
+				Replayed: r.Offset < pos,
 			})
 		})
 		if err != nil {
@@ -245,11 +253,30 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 					out.Headers = append(out.Headers, h)
 				}
 			}
-			if err := d.prod.ProduceSync(ctx, out).FirstErr(); err != nil {
-				return fmt.Errorf("replay dead letter %d to %s: %w", r.Offset, orig, err)
+			if dropped := header(r, stream.HeaderDLQDropped); dropped != "" {
+				// Too large to dead-letter whole: the record is read back
+				// from where it was consumed.
+				from, partition := headerInt(r, stream.HeaderDLQOffset), int32(headerInt(r, stream.HeaderDLQPartition))
+				kept, err := d.original(ctx, orig, partition, from)
+				if err != nil {
+					return fmt.Errorf("dead letter %d: read its record back from %s/%d at %d: %w", r.Offset, orig, partition, from, err)
+				}
+				if kept == nil {
+					done.Skipped = fmt.Sprintf("its record (%s bytes) was too large to dead-letter whole, and %s/%d no longer holds offset %d",
+						dropped, orig, partition, from)
+					fmt.Fprintf(errw, "dead letter %d not replayed: %s\n", r.Offset, done.Skipped)
+					out = nil
+				} else {
+					out.Key, out.Value, out.Headers = kept.Key, kept.Value, kept.Headers
+				}
 			}
-			done.Partition, done.Offset = out.Partition, out.Offset
-			n++
+			if out != nil {
+				if err := d.prod.ProduceSync(ctx, out).FirstErr(); err != nil {
+					return fmt.Errorf("replay dead letter %d to %s: %w", r.Offset, orig, err)
+				}
+				done.Partition, done.Offset = out.Partition, out.Offset
+				n++
+			}
 		}
 		if err := d.store(ctx, consumer, r.Offset+1); err != nil {
 			return fmt.Errorf("dead letter %d is done (%+v) but its position was not saved: %w", r.Offset, done, err)
@@ -349,12 +376,47 @@ func (d *dlqEnv) end(ctx context.Context, consumer string) (int64, error) {
 
 // read calls f for each record of consumer's dead-letter topic in [from, to).
 func (d *dlqEnv) read(ctx context.Context, consumer string, from, to int64, f func(*kgo.Record) error) error {
+	return d.readLog(ctx, d.naming.DeadLetterTopic(consumer), 0, from, to, f)
+}
+
+// original is the record at offset of topic's partition, or nil when the
+// log no longer holds it (retention deleted it, or compaction).
+func (d *dlqEnv) original(ctx context.Context, topic string, partition int32, offset int64) (*kgo.Record, error) {
+	starts, err := d.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
+	}
+	ends, err := d.adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	start, _ := starts.Lookup(topic, partition)
+	end, _ := ends.Lookup(topic, partition)
+	if offset < start.Offset || offset >= end.Offset {
+		return nil, nil
+	}
+	var kept *kgo.Record
+	err = d.readLog(ctx, topic, partition, offset, offset+1, func(r *kgo.Record) error {
+		kept = r
+		return nil
+	})
+	return kept, err
+}
+
+// readLog calls f for each record of topic's partition in [from, to) (a
+// record compaction removed is not there to read).
+func (d *dlqEnv) readLog(ctx context.Context, topic string, partition int32, from, to int64, f func(*kgo.Record) error) error {
 	if from >= to {
 		return nil
 	}
-	topic := d.naming.DeadLetterTopic(consumer)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.ClientID("podctl"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
 		return err

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -449,5 +451,102 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	logAfter := deadLetterCounts(t, d)
 	if logAfter[deliveryrm.ConsumerName] != logBefore[deliveryrm.ConsumerName]+2 || logAfter[delivery.SenderGroup] != logBefore[delivery.SenderGroup] {
 		t.Fatalf("dead letters after the delivery log's replay: %v, before %v (want the log's 2 more, the sender's the same)", logAfter, logBefore)
+	}
+}
+
+// A command too large for the order decider's dead-letter topic whole (a
+// topic with a lower max.message.bytes than the command topic) is
+// dead-lettered by its place: podctl dlq list says how many bytes it left
+// out, and dlq replay puts the command back whole, read from its topic, or
+// passes it, saying so, once retention deleted it there.
+func TestADeadLetterTooLargeForItsTopicIsReplayedFromWhereItWas(t *testing.T) {
+	bin := buildPodctl(t)
+	d := startDemo(t)
+	ctx := context.Background()
+	env := d.podctlEnv()
+	v := d.variant(t, "ACTIVE", "tshirt")
+	create(t, d.client, tshirtOrder(v.VariantID, "dlq-large-template", 1))
+	adm := kadm.NewClient(d.app.Producer)
+	dlTopic := d.app.Naming.DeadLetterTopic("order-decider")
+	altered, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("4000")}}, dlTopic)
+	if err == nil {
+		_, err = altered.On(dlTopic, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A command Postgres refuses (a NUL), with a field the decider does not
+	// read that makes it larger than the dead-letter topic takes.
+	cmd := createCommand(t, d, schemas.TopicOrderCommands)
+	cmd["id"], cmd["order_id"] = uuid.NewString(), uuid.NewString()
+	cmd["reference_id"] = "nul\x00large"
+	padding := make([]byte, 4000)
+	if _, err := rand.Read(padding); err != nil {
+		t.Fatal(err)
+	}
+	cmd["padding"] = hex.EncodeToString(padding)
+	value, err := json.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands := d.topic(schemas.TopicOrderCommands)
+	rec := &kgo.Record{Topic: commands, Key: []byte("poison-large"), Value: value,
+		Headers: []kgo.RecordHeader{{Key: "planted-by", Value: []byte("e2e")}}}
+	if err := d.app.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	size := len(rec.Key) + len(value) + len("planted-by") + len("e2e")
+
+	dl := deadLetters(t, d, "order-decider", 1)[0]
+	if len(dl.Value) != 0 || dlHeader(dl, stream.HeaderDLQDropped) != strconv.Itoa(size) ||
+		dlHeader(dl, stream.HeaderDLQOffset) != strconv.FormatInt(rec.Offset, 10) || !strings.Contains(dlHeader(dl, stream.HeaderDLQError), "SQLSTATE 22") {
+		t.Fatalf("dead letter of %d bytes with headers %v; want none, and %s %d", len(dl.Value), dl.Headers, stream.HeaderDLQDropped, size)
+	}
+	r := runPodctl(t, bin, env, "dlq", "list", "--consumer", "order-decider")
+	var listed struct {
+		Offset  int64 `json:"offset"`
+		Dropped int   `json:"dropped_bytes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || listed.Dropped != size || listed.Offset != rec.Offset {
+		t.Fatalf("dlq list printed %q (%v), want dropped_bytes %d at offset %d", r.stdout, err, size, rec.Offset)
+	}
+
+	// The replay reads the command back and puts it on its topic whole; it
+	// is dead-lettered again, its cause still there.
+	r = runPodctl(t, bin, env, "dlq", "replay", "--consumer", "order-decider")
+	var replayed struct {
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+		Skipped   string `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &replayed); err != nil || replayed.Skipped != "" {
+		t.Fatalf("dlq replay printed %q (%v); %s", r.stdout, err, r.stderr)
+	}
+	err = scanTopic(t, d.app.Brokers, commands, 20*time.Second, func(got *kgo.Record) bool {
+		if got.Partition != replayed.Partition || got.Offset != replayed.Offset {
+			return false
+		}
+		if string(got.Key) != string(rec.Key) || string(got.Value) != string(value) || dlHeader(got, "planted-by") != "e2e" {
+			t.Errorf("replayed record: key %q, %d bytes of value, headers %v; want the command whole", got.Key, len(got.Value), got.Headers)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("the replayed command is not on %s: %v", commands, err)
+	}
+	again := deadLetters(t, d, "order-decider", 2)[1]
+
+	// Once retention deleted it from the command topic, a replay passes it.
+	deleted, err := adm.DeleteRecords(ctx, kadm.Offsets{commands: {replayed.Partition: {Topic: commands, Partition: replayed.Partition, At: replayed.Offset + 1}}})
+	if err == nil {
+		err = deleted.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = runPodctl(t, bin, env, "dlq", "replay", "--consumer", "order-decider")
+	if err := json.Unmarshal([]byte(r.stdout), &replayed); err != nil || !strings.Contains(replayed.Skipped, "no longer holds offset") ||
+		!strings.Contains(r.stderr, fmt.Sprintf("dead letter %d not replayed", again.Offset)) {
+		t.Fatalf("dlq replay after the record was deleted printed %q and %q (%v)", r.stdout, r.stderr, err)
 	}
 }

@@ -21,6 +21,11 @@ const (
 	HeaderDLQOffset    = "pod-dlq-offset"    // its offset (decimal)
 	HeaderDLQConsumer  = "pod-dlq-consumer"  // the consumer that gave up on it
 	HeaderDLQTime      = "pod-dlq-time"      // when, RFC 3339 with nanoseconds, UTC
+	// HeaderDLQDropped is on a dead letter the dead-letter topic would not
+	// take whole: the record's key, value and headers are left out, and
+	// this header says their size in bytes (decimal). The record is still
+	// at its topic, partition and offset, while retention keeps it.
+	HeaderDLQDropped = "pod-dlq-dropped"
 )
 
 // HeaderDLQPrefix starts every header the dead-lettering adds; a replay
@@ -73,7 +78,7 @@ func IsPermanent(err error) bool {
 	if errors.As(err, &pn) {
 		return true
 	}
-	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+	if tooLarge(err) {
 		return true // a record the stage emits that no broker will take
 	}
 	var pgErr *pgconn.PgError
@@ -142,7 +147,15 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logStart logStartFu
 		}
 	}
 	dl := DeadLetterRecord(r.Naming, c.deadLetters(), rec, cause, time.Now())
-	if err := r.Producer.ProduceSync(ctx, dl).FirstErr(); err != nil {
+	err = r.Producer.ProduceSync(ctx, dl).FirstErr()
+	if tooLarge(err) {
+		// The headers added made it too large for the dead-letter topic
+		// (or it has a lower limit than the topic the record came from):
+		// its place is dead-lettered instead, which a replay reads back.
+		dl = withoutContent(dl, rec)
+		err = r.Producer.ProduceSync(ctx, dl).FirstErr()
+	}
+	if err != nil {
 		return false, fmt.Errorf("produce dead letter to %s: %w", dl.Topic, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -170,4 +183,24 @@ func DeadLetterRecord(n schemas.Naming, consumer string, rec *kgo.Record, cause 
 		kgo.RecordHeader{Key: HeaderDLQTime, Value: []byte(at.UTC().Format(time.RFC3339Nano))},
 	)
 	return &kgo.Record{Topic: n.DeadLetterTopic(consumer), Key: rec.Key, Value: rec.Value, Headers: headers}
+}
+
+// tooLarge reports whether err is a broker's (or the producer's) refusal
+// of a record for its size.
+func tooLarge(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
+}
+
+// withoutContent is dead letter dl of rec without rec's key, value and
+// headers: the pod-dlq-* headers alone, HeaderDLQDropped saying how many
+// bytes were left out.
+func withoutContent(dl, rec *kgo.Record) *kgo.Record {
+	size := len(rec.Key) + len(rec.Value)
+	for _, h := range rec.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	slim := &kgo.Record{Topic: dl.Topic}
+	slim.Headers = append(slim.Headers, dl.Headers[len(rec.Headers):]...)
+	slim.Headers = append(slim.Headers, kgo.RecordHeader{Key: HeaderDLQDropped, Value: []byte(strconv.Itoa(size))})
+	return slim
 }

@@ -2,6 +2,8 @@ package stream
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -313,6 +315,61 @@ func TestADeadLetterGoesWhereDeadLetterAsSays(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A record whose dead letter is more than the dead-letter topic takes
+// (its own headers added, or a topic with a lower limit) is dead-lettered
+// without its key, value and headers, saying how many bytes were left
+// out, and the consumer goes on. Its dead-lettering was retried without end,
+// holding up its partition for every tenant.
+func TestADeadLetterTooLargeForItsTopicKeepsItsPlace(t *testing.T) {
+	f := setup(t)
+	c := Consumer{Name: "test.too-large", Topics: []string{topic},
+		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+			for _, r := range recs {
+				if strings.HasPrefix(string(r.Value), "poison") {
+					return nil, Poison(errors.New("cannot decode poison"))
+				}
+			}
+			return insertHandler(ctx, tx, recs)
+		}}
+	r := f.startDL(t, c, nil)
+	defer r.stop()
+	dlTopic := schemas.Naming{}.DeadLetterTopic(c.Name)
+	altered, err := kadm.NewClient(f.prod).AlterTopicConfigs(context.Background(),
+		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("2000")}}, dlTopic)
+	if err == nil {
+		_, err = altered.On(dlTopic, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 3000)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	poison := "poison" + hex.EncodeToString(big)
+	f.produce(t, 0, 10)
+	f.produceValues(t, poison)
+	f.produce(t, 10, 20)
+	f.waitCount(t, 20)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := len(f.deadLetters(t, c.Name)); n != 1 {
+			return fmt.Errorf("%d dead letters, want 1", n)
+		}
+		return nil
+	})
+	dl := f.deadLetters(t, c.Name)[0]
+	if len(dl.Key)+len(dl.Value) != 0 || header(dl, "origin") != "" {
+		t.Errorf("the dead letter kept %d bytes of key and value, and headers %v", len(dl.Key)+len(dl.Value), dl.Headers)
+	}
+	if got, want := header(dl, HeaderDLQDropped), fmt.Sprint(2*len(poison)+len("origin")+len("test")); got != want {
+		t.Errorf("%s is %q, want %q", HeaderDLQDropped, got, want)
+	}
+	if header(dl, HeaderDLQTopic) != topic || header(dl, HeaderDLQOffset) == "" ||
+		!strings.Contains(header(dl, HeaderDLQError), "cannot decode poison") {
+		t.Errorf("the dead letter does not say where the record is and why: headers %v", dl.Headers)
+	}
 }
 
 // TestTransientFailureIsNotDeadLettered fails one record with errors that

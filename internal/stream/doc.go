@@ -32,7 +32,9 @@
 //     (schemas.Naming.DeadLetterTopic: pod.dlq.<consumer>, or
 //     <Consumer.DeadLetterAs>) with its key, value and
 //     headers plus pod-dlq-* headers naming the error, the original topic,
-//     partition and offset, the consumer and the time; then one transaction
+//     partition and offset, the consumer and the time (a dead letter the
+//     topic will not take whole keeps only those, and pod-dlq-dropped: the
+//     size left out); then one transaction
 //     stores its offset as consumed, and the loop goes on. The produce comes
 //     first (acks=all): a crash between the two dead-letters the record a
 //     second time after restart, it never loses it. Handlers do not skip
