@@ -482,7 +482,8 @@ func grantsOf(ctx context.Context, tx pgx.Tx, tables []string, live, shadow stri
 }
 
 // cloneTables is the DDL that makes tables of schema live again, empty, in
-// schema shadow: columns, defaults and checks (LIKE), then primary keys,
+// schema shadow: columns, defaults and checks (LIKE), storage parameters,
+// then primary keys,
 // unique and exclusion constraints and indexes with the live names, then
 // foreign keys, which name the shadow's tables (the search_path).
 func cloneTables(ctx context.Context, tx pgx.Tx, tables []string, live, shadow string) ([]string, error) {
@@ -490,6 +491,21 @@ func cloneTables(ctx context.Context, tx pgx.Tx, tables []string, live, shadow s
 	for _, t := range tables {
 		from, to := pgx.Identifier{live, t}.Sanitize(), pgx.Identifier{shadow, t}.Sanitize()
 		create = append(create, `CREATE TABLE `+to+` (LIKE `+from+` INCLUDING ALL EXCLUDING INDEXES)`)
+		// LIKE leaves out the table's storage parameters (autovacuum
+		// thresholds, fillfactor) and row-level security: the first are set
+		// as the live table has them; the second is refused, as a rebuild
+		// would swap in a table without its policies.
+		var options []string
+		var secured bool
+		if err := tx.QueryRow(ctx, `SELECT reloptions, relrowsecurity FROM pg_class WHERE oid = $1::regclass`, from).Scan(&options, &secured); err != nil {
+			return nil, err
+		}
+		if secured {
+			return nil, fmt.Errorf("%s has row-level security, which a rebuild does not copy", from)
+		}
+		if len(options) > 0 {
+			create = append(create, `ALTER TABLE `+to+` SET (`+strings.Join(options, ", ")+`)`)
+		}
 		rows, err := tx.Query(ctx, `SELECT conname, contype = 'f', pg_get_constraintdef(oid) FROM pg_constraint
 			WHERE conrelid = $1::regclass AND contype IN ('p', 'u', 'x', 'f') ORDER BY conname`, from)
 		if err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,11 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 	if len(before["orders"]) != 6 || len(before["order_push_attempts"]) < 6 {
 		t.Fatalf("read model before the replay: %d orders, %d attempts", len(before["orders"]), len(before["order_push_attempts"]))
 	}
+	// Storage parameters an operator set on a read model's table stay
+	// through its rebuild (LIKE leaves them out).
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE orders SET (fillfactor = 90, autovacuum_vacuum_threshold = 500)`); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"orders", "catalog"} {
 		r := runPodctl(t, bin, env, "replay", "--projection", name, "--wait", "1m")
 		if r.err != nil || !strings.Contains(r.stdout, `"rebuilt": true`) || !strings.Contains(r.stderr, "replaying "+name) {
@@ -123,6 +129,13 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 		if strings.Join(after, "\n") != strings.Join(rows, "\n") {
 			t.Fatalf("%s differs after the replay:\nbefore %v\nafter  %v", table, rows, after)
 		}
+	}
+	var options []string
+	if err := pool.QueryRow(context.Background(), `SELECT reloptions FROM pg_class WHERE oid = 'orders'::regclass`).Scan(&options); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"fillfactor=90", "autovacuum_vacuum_threshold=500"}; !slices.Equal(options, want) {
+		t.Fatalf("the rebuilt orders table has storage parameters %q, want %q", options, want)
 	}
 	if r := runPodctl(t, bin, env, "replay", "--projection", "nope"); r.err == nil || !strings.Contains(r.stderr, "catalog") {
 		t.Fatalf("unknown projection: %v %s", r.err, r.stderr)
