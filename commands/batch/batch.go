@@ -319,7 +319,7 @@ func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	leased, err := jobs.Claim(ctx, tx, Queue, max(1, w.Concurrency/run), lease)
+	leased, err := jobs.Claim(ctx, tx, Queue, max(1, w.Concurrency/run), lease, nil)
 	if err != nil || len(leased) == 0 {
 		return nil, err
 	}

@@ -136,6 +136,14 @@ func (l *lanes) admit(id uuid.UUID, room int) bool {
 	return true
 }
 
+// over reports whether store id holds what it may of room already.
+func (l *lanes) over(id uuid.UUID, room int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.stores[id]
+	return st != nil && st.held >= l.bound(st, room, l.now())
+}
+
 // forget ends a push of store id admitted and given up before its call.
 func (l *lanes) forget(id uuid.UUID) {
 	l.mu.Lock()

@@ -1,13 +1,18 @@
 package push
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/jobs"
+	"github.com/printpod/pod/internal/pgtest"
 )
 
 // room is what the worker of these tests holds at most: claimSize and
@@ -245,5 +250,56 @@ func TestASlowStoreWaitsForACallerOutsideTheReserve(t *testing.T) {
 	queueCall(t, l, fast)
 	if c, _ := l.next(); c.push.StoreID != fast {
 		t.Fatal("the reserve caller went to the store whose calls take 30 s, not the one whose take 10 ms")
+	}
+}
+
+// TestAClaimPassesTheBacklogOfAStoreThatHoldsWhatItMay: of the due pushes
+// a claim reads, those of a store whose calls hang and that holds what it
+// may are leased and passed (out of the way, unworked), a push of another
+// store is taken while there is room, and one past the room stays due for
+// the next claim.
+func TestAClaimPassesTheBacklogOfAStoreThatHoldsWhatItMay(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	l, now := testLanes(16)
+	hangs, other := uuid.New(), uuid.New()
+	for range 12 { // the store's calls under way, for ten minutes
+		queueCall(t, l, hangs)
+		l.next()
+	}
+	*now = now.Add(10 * time.Minute)
+
+	due := time.Now().Add(-time.Minute)
+	w := jobs.NewWrites(order.PushQueue)
+	push := func(store uuid.UUID) uuid.UUID {
+		id := uuid.New()
+		payload, err := codec.Marshal(order.PushJob{StoreID: store, IdempotencyKey: uuid.New()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		due = due.Add(time.Millisecond)
+		w.Put(jobs.Job{ID: id, Step: order.StepCall, Attempt: 1, DueAt: due, Payload: payload})
+		return id
+	}
+	for range 5 {
+		push(hangs)
+	}
+	taken, left := push(other), push(other)
+	queue(t, pool, w)
+
+	worker := &Worker{Pool: pool, Log: slog.New(slog.DiscardHandler), leases: newLeases(pool, slog.New(slog.DiscardHandler)),
+		Shops: func(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
+			return map[uuid.UUID]string{other: "other.example"}, nil
+		}}
+	got, err := worker.claim(ctx, l, 10, 1, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.jobs != 6 || got.passed != 5 || len(got.now) != 1 || got.now[0].job.ID != taken || got.now[0].domain != "other.example" {
+		t.Fatalf("the claim leased %d jobs, passed %d, and takes %d calls; want 6 leased, the hanging store's 5 passed, "+
+			"and the other store's first taken", got.jobs, got.passed, len(got.now))
+	}
+	if got := claimPushes(t, pool, lease); len(got) != 1 || got[0].ID != left {
+		t.Fatalf("the next claim took %d jobs, want the other store's push past the room", len(got))
 	}
 }

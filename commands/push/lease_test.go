@@ -144,7 +144,7 @@ func claimPushes(t *testing.T, db *pgxpool.Pool, term time.Duration) []jobs.Job 
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	got, err := jobs.Claim(ctx, tx, order.PushQueue, 10, term)
+	got, err := jobs.Claim(ctx, tx, order.PushQueue, 10, term, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,6 +147,7 @@ func (w *Worker) Run(ctx context.Context) {
 	shedding := time.NewTicker(shedEvery)
 	defer shedding.Stop()
 	bus := &order.Bus{Pool: w.Pool, Notify: w.Notify}
+	passing := false // the last claim passed pushes
 	for ctx.Err() == nil {
 		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
 			// While every leased call is still in flight, claim again as
@@ -164,11 +165,20 @@ func (w *Worker) Run(ctx context.Context) {
 				}
 				free = calls.holding(cap(room)) - len(room)
 			}
-			claimed, leased, waiting, err := w.claim(ctx, calls, min(free, claimSize), cap(room))
+			// A claim reads as many due jobs as there is room for, or, after
+			// one that passed pushes (of stores that hold what they may), a
+			// whole claim's worth: a backlog of such pushes is passed a
+			// claim's worth at a time, whatever the room.
+			n := min(free, claimSize)
+			if passing {
+				n = claimSize
+			}
+			got, err := w.claim(ctx, calls, n, free, cap(room))
 			if err != nil && ctx.Err() == nil {
 				w.Log.Warn("claiming push jobs failed; retrying", "err", err)
 			}
-			for _, st := range waiting {
+			passing = got.passed > 0
+			for _, st := range got.waiting {
 				room <- struct{}{} // the claim took no more than the room left
 				starts.Add(1)
 				go func() {
@@ -182,97 +192,112 @@ func (w *Worker) Run(ctx context.Context) {
 					}
 				}()
 			}
-			for _, c := range leased {
+			for _, c := range got.now {
 				room <- struct{}{}
 				calls.put(c)
 			}
-			return err == nil && claimed > 0, err
+			return err == nil && got.jobs > 0, err
 		})
 	}
 }
 
-// claim leases up to n due jobs, claimed of them, for a worker that holds
-// room pushes at most and shares its calls through calls. It sends the
-// commands of start and auto_retry steps before the lease commits (a crash
-// leaves them due, to be sent again) and returns the calls to make now and
-// those to make once their start_push is decided. A push of a store that
-// holds what it may already (lanes.admit) stays leased, unworked, until
-// its lease ends.
-func (w *Worker) claim(ctx context.Context, calls *lanes, n, room int) (claimed int, now []call, waiting []started, err error) {
+// claimed is what one claim leased: jobs in all, passed of them (pushes
+// of stores that hold what they may), the calls to make now, and those to
+// make once their start_push is decided.
+type claimed struct {
+	jobs, passed int
+	now          []call
+	waiting      []started
+}
+
+// claim reads up to n due jobs and leases them, but for pushes past free
+// (the worker holds room at most), which stay due. A push whose store
+// holds what it may already (lanes.admit) is leased and passed: left
+// unworked until the lease ends, out of the way of other stores' pushes.
+// The commands of start and auto_retry steps go out before the lease
+// commits (a crash leaves them due, to be sent again).
+func (w *Worker) claim(ctx context.Context, calls *lanes, n, free, room int) (got claimed, err error) {
 	from := time.Now() // the lease lasts at least until from + lease
 	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
-		return 0, nil, nil, err
+		return claimed{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	leased, err := jobs.Claim(ctx, tx, order.PushQueue, n, w.leases.term)
-	if err != nil || len(leased) == 0 {
-		return 0, nil, nil, err
-	}
-	var admitted []uuid.UUID // stores of the pushes admitted, forgotten unless the claim commits
-	var subscribed []started // their subscriptions end with the claim unless it commits
+	work := map[uuid.UUID]call{} // the pushes admitted, forgotten unless the claim commits
 	defer func() {
 		if err != nil {
-			for _, s := range admitted {
-				calls.forget(s)
+			for _, c := range work {
+				calls.forget(c.push.StoreID)
 			}
-			for _, st := range subscribed {
+			for _, st := range got.waiting {
 				st.stop()
 			}
+			got = claimed{}
 		}
 	}()
-	admit := func(c call) bool {
-		if !calls.admit(c.push.StoreID, room) {
-			return false
+	leased, err := jobs.Claim(ctx, tx, order.PushQueue, n, w.leases.term, func(j jobs.Job) bool {
+		if j.Step != order.StepStart && j.Step != order.StepCall {
+			return true // an automatic retry, or a step to report
 		}
-		admitted = append(admitted, c.push.StoreID)
+		c := newCall(j)
+		switch {
+		case len(work) >= free && !calls.over(c.push.StoreID, room):
+			return false // for a claim with room for it
+		case len(work) >= free || !calls.admit(c.push.StoreID, room):
+			got.passed++
+			return true
+		}
+		work[j.ID] = c
 		return true
+	})
+	if err != nil || len(leased) == 0 {
+		return claimed{}, err
 	}
+	got.jobs = len(leased)
 	var recs []*kgo.Record
+	var stores []uuid.UUID
 	for _, j := range leased {
+		c, worked := work[j.ID]
+		c.job = j
 		var cmd order.Command
-		switch j.Step {
-		case order.StepStart:
-			cmd = order.Command{Kind: order.KindStartPush}
-		case order.StepAutoRetry:
+		switch {
+		case j.Step == order.StepAutoRetry:
 			cmd = order.Command{Kind: order.KindAutoRetry, Attempt: j.Attempt}
-		case order.StepCall:
-			if c := newCall(j); admit(c) {
-				now = append(now, c)
-			}
+		case !worked && (j.Step == order.StepStart || j.Step == order.StepCall):
+			continue // passed
+		case j.Step == order.StepCall:
+			got.now = append(got.now, c)
+			stores = append(stores, c.push.StoreID)
 			continue
+		case j.Step == order.StepStart:
+			cmd = order.Command{Kind: order.KindStartPush}
 		default:
 			w.Log.Error("push job in an unknown step; leaving it", "order", j.ID, "step", j.Step)
 			continue
 		}
 		cmd.ID, cmd.OrderID = order.JobCommandID(j.ID, cmd.Kind, j.Attempt), j.ID
-		var st started
-		if cmd.Kind == order.KindStartPush {
-			if st.call = newCall(j); !admit(st.call) {
-				continue
-			}
-		}
 		rec, err := order.Record(w.Naming, cmd)
 		if err != nil {
-			return 0, nil, nil, err
+			return got, err
 		}
 		recs = append(recs, rec)
 		if cmd.Kind == order.KindStartPush {
-			st.command = cmd.ID
+			st := started{call: c, command: cmd.ID}
 			st.wake, st.stop = w.Notify.Subscribe(order.NotifyDecided, cmd.ID.String())
-			subscribed = append(subscribed, st)
+			got.waiting = append(got.waiting, st)
+			stores = append(stores, c.push.StoreID)
 		}
 	}
-	if len(admitted) > 0 {
-		shops, err := w.Shops(ctx, admitted)
+	if len(stores) > 0 {
+		shops, err := w.Shops(ctx, stores)
 		if err != nil {
-			return 0, nil, nil, fmt.Errorf("shop domains: %w", err)
+			return got, fmt.Errorf("shop domains: %w", err)
 		}
-		for i := range now {
-			now[i].domain, now[i].known = shops[now[i].push.StoreID]
+		for i := range got.now {
+			got.now[i].domain, got.now[i].known = shops[got.now[i].push.StoreID]
 		}
-		for i := range subscribed {
-			subscribed[i].domain, subscribed[i].known = shops[subscribed[i].push.StoreID]
+		for i := range got.waiting {
+			got.waiting[i].domain, got.waiting[i].known = shops[got.waiting[i].push.StoreID]
 		}
 	}
 	if len(recs) > 0 {
@@ -283,19 +308,19 @@ func (w *Worker) claim(ctx context.Context, calls *lanes, n, room int) (claimed 
 		err := w.Producer.ProduceSync(pctx, recs...).FirstErr()
 		cancel()
 		if err != nil {
-			return 0, nil, nil, fmt.Errorf("send push commands: %w", err)
+			return got, fmt.Errorf("send push commands: %w", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, nil, nil, err
+		return got, err
 	}
-	for i := range now {
-		now[i].lease = w.leases.hold(ctx, now[i].job, from)
+	for i := range got.now {
+		got.now[i].lease = w.leases.hold(ctx, got.now[i].job, from)
 	}
-	for i := range subscribed {
-		subscribed[i].lease = w.leases.hold(ctx, subscribed[i].job, from)
+	for i := range got.waiting {
+		got.waiting[i].lease = w.leases.hold(ctx, got.waiting[i].job, from)
 	}
-	return len(leased), now, subscribed, nil
+	return got, nil
 }
 
 // newCall is the call of job j, whose payload says what to push.

@@ -317,7 +317,7 @@ func TestACallLeftByAStoppedPusherIsTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leased, err := jobs.Claim(ctx, tx, order.PushQueue, 1, lease)
+	leased, err := jobs.Claim(ctx, tx, order.PushQueue, 1, lease, nil)
 	if err != nil || len(leased) != 1 || leased[0].ID != o.OrderID || leased[0].Step != order.StepStart {
 		t.Fatalf("leased %+v (%v); want the order's start", leased, err)
 	}

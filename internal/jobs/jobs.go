@@ -115,14 +115,16 @@ const deleteJobs = `DELETE FROM jobs WHERE queue = $1 AND id = ANY($2)`
 // claimDue picks the due jobs to lease. Its last condition is jobs_due's
 // predicate (not parked): the planner reads a partial index only for a
 // statement that implies the predicate.
-const claimDue = `SELECT ctid FROM jobs WHERE queue = $1 AND due_at <= now() AND due_at < '9999-01-01T00:00:00Z'
+const claimDue = `SELECT ctid, id, step, attempt, payload FROM jobs
+	WHERE queue = $1 AND due_at <= now() AND due_at < '9999-01-01T00:00:00Z'
 	ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED`
 
-// Claim leases up to n due jobs of queue, oldest due first, for lease.
-// Jobs locked by another claim in flight are skipped. The lease holds once
-// tx commits; a caller that produces records for its jobs does so before
-// committing, so a crash leaves the jobs due again and never loses their
-// work.
+// Claim leases, of the first n due jobs of queue (oldest due first), those
+// pick takes (every one when pick is nil), for lease. Jobs locked by
+// another claim in flight are skipped; those pick leaves stay due, locked
+// until tx ends. The lease holds once tx commits; a caller that produces
+// records for its jobs does so before committing, so a crash leaves the
+// jobs due again and never loses their work.
 //
 // The claim walks the (queue, due_at) index in order and stops after n
 // rows. Every lease and every finished job leaves a dead index entry with
@@ -133,39 +135,46 @@ const claimDue = `SELECT ctid FROM jobs WHERE queue = $1 AND due_at <= now() AND
 // So bitmap scans are off for the claim's transaction, and sequential
 // scans too (the choice on a young table whose statistics say it is
 // empty, with the same cost).
-func Claim(ctx context.Context, tx pgx.Tx, queue string, n int, lease time.Duration) ([]Job, error) {
-	var picked []pgtype.TID
+func Claim(ctx context.Context, tx pgx.Tx, queue string, n int, lease time.Duration, pick func(Job) bool) ([]Job, error) {
+	var due []Job
+	var at []pgtype.TID
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`)
 	b.Queue(claimDue, queue, n).Query(func(rows pgx.Rows) error {
-		var err error
-		picked, err = pgx.CollectRows(rows, pgx.RowTo[pgtype.TID])
+		var tid pgtype.TID
+		var j Job
+		_, err := pgx.ForEachRow(rows, []any{&tid, &j.ID, &j.Step, &j.Attempt, &j.Payload}, func() error {
+			j.Payload = append([]byte(nil), j.Payload...)
+			if pick == nil || pick(j) {
+				due = append(due, j)
+				at = append(at, tid)
+			}
+			return nil
+		})
 		return err
 	})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("claim %s jobs: %w", queue, err)
 	}
-	if len(picked) == 0 {
+	if len(due) == 0 {
 		return nil, nil
 	}
 	// The update finds the picked rows by their physical address (they are
 	// locked, so it cannot move): no plan to choose.
-	rows, err := tx.Query(ctx, `UPDATE jobs SET due_at = now() + $2::interval WHERE ctid = ANY($1)
-		RETURNING id, step, attempt, due_at, payload`, picked, lease.String())
+	rows, err := tx.Query(ctx, `UPDATE jobs SET due_at = now() + $2::interval WHERE ctid = ANY($1) RETURNING id, due_at`, at, lease.String())
 	if err != nil {
 		return nil, fmt.Errorf("lease %s jobs: %w", queue, err)
 	}
-	var out []Job
-	var j Job
-	_, err = pgx.ForEachRow(rows, []any{&j.ID, &j.Step, &j.Attempt, &j.DueAt, &j.Payload}, func() error {
-		j.Payload = append([]byte(nil), j.Payload...)
-		out = append(out, j)
-		return nil
-	})
-	if err != nil {
+	until := make(map[uuid.UUID]time.Time, len(due))
+	var id uuid.UUID
+	var t time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&id, &t}, func() error { until[id] = t; return nil }); err != nil {
 		return nil, fmt.Errorf("lease %s jobs: %w", queue, err)
 	}
-	return out, nil
+	for i := range due {
+		due[i].DueAt = until[due[i].ID]
+	}
+	return due, nil
 }
 
 // underLease finds the jobs ($2) of queue $1 whose due time is still the

@@ -32,13 +32,19 @@ func write(t *testing.T, pool *pgxpool.Pool, w *Writes) {
 
 func claim(t *testing.T, pool *pgxpool.Pool, n int, lease time.Duration) []Job {
 	t.Helper()
+	return claimPicked(t, pool, n, lease, nil)
+}
+
+// claimPicked claims with pick.
+func claimPicked(t *testing.T, pool *pgxpool.Pool, n int, lease time.Duration, pick func(Job) bool) []Job {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	got, err := Claim(ctx, tx, "q", n, lease)
+	got, err := Claim(ctx, tx, "q", n, lease, pick)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +107,34 @@ func TestClaimLeasesDueJobsOldestFirst(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAClaimLeavesDueTheJobsItDoesNotPick: of the due jobs a claim reads,
+// those its pick leaves stay due for the next claim; those it takes are
+// leased, with what they carry.
+func TestAClaimLeavesDueTheJobsItDoesNotPick(t *testing.T) {
+	pool := setup(t)
+	past := time.Now().Add(-time.Minute)
+	taken, left := uuid.New(), uuid.New()
+	w := NewWrites("q")
+	w.Put(Job{ID: taken, Step: "take", Attempt: 2, DueAt: past, Payload: []byte(`{"n":1}`)})
+	w.Put(Job{ID: left, Step: "leave", Attempt: 1, DueAt: past.Add(time.Second)})
+	write(t, pool, w)
+
+	var seen []uuid.UUID
+	got := claimPicked(t, pool, 10, time.Minute, func(j Job) bool {
+		seen = append(seen, j.ID)
+		return j.Step == "take"
+	})
+	if !slices.Equal(seen, []uuid.UUID{taken, left}) {
+		t.Fatalf("the pick saw %v, want both due jobs oldest first", seen)
+	}
+	if len(got) != 1 || got[0].ID != taken || got[0].Attempt != 2 || string(got[0].Payload) != `{"n": 1}` || time.Until(got[0].DueAt) < 50*time.Second {
+		t.Fatalf("claimed %+v, want the job picked, leased for a minute", got)
+	}
+	if got := ids(claim(t, pool, 10, time.Minute)); !slices.Equal(got, []uuid.UUID{left}) {
+		t.Fatalf("the next claim took %v, want the job the first left due", got)
+	}
 }
 
 // TestPutKeepsThePayloadAndDeleteWins: a Put without a payload moves a
