@@ -14,9 +14,13 @@ const (
 	// of: one call that hangs among many that do not changes nothing.
 	timedCalls = 16
 	// slowCall is how long a store's calls take at least, and four times
-	// every store's at least, for the store to wait for a caller outside
-	// the reserve.
+	// every store's at least, for the store to count as slow.
 	slowCall = time.Second
+	// stalled is how long a store none of whose calls has ended, while one
+	// is under way, counts as slow, and its calls as taking that long at
+	// least: past the platform client's attempt timeout, so a brief stall
+	// of a fast store changes nothing.
+	stalled = DefaultTimeout
 	// storeMemory is how long lanes remember a store that holds nothing.
 	storeMemory = 10 * time.Minute
 )
@@ -26,10 +30,12 @@ const (
 // (a shop that never answers, one the platform throttles) holds up no
 // other store's pushes:
 //   - a store with a call under way starts another only while reserve
-//     callers stay idle after it, and a store whose calls are slow waits
-//     for a caller outside the reserve: the reserve is for stores whose
-//     calls end;
-//   - a store holds no more pushes than its calls can start within
+//     callers stay idle after it;
+//   - slow stores (their calls take over slowCall and four times every
+//     store's, or none has ended for stalled) have at most a quarter of
+//     the callers under way between them, and never the reserve: the
+//     others are for stores whose calls end;
+//   - a store holds no more pushes than its callers can start within
 //     queueWindow at its own call time: the claim leases the rest of its
 //     due pushes without working them (admit), to come due again when that
 //     lease ends, and gives back those it holds beyond that once its calls
@@ -37,13 +43,14 @@ const (
 //
 // A store's call time is the median of its last timedCalls calls (every
 // store's until one of its own has ended), or, when none of its calls has
-// ended for longer while one is under way, that long.
+// ended for stalled while one is under way, that long.
 type lanes struct {
 	mu      sync.Mutex
 	changed *sync.Cond
 	queue   []call
 	stores  map[uuid.UUID]*storeLane
-	times   callTimes // every store's calls
+	active  map[uuid.UUID]*storeLane // the stores with calls under way
+	times   callTimes                // every store's calls
 	callers int
 	idle    int // callers not at work
 	reserve int
@@ -64,7 +71,8 @@ type storeLane struct {
 
 // newLanes shares callers callers (a quarter of them kept in reserve).
 func newLanes(callers int) *lanes {
-	l := &lanes{stores: map[uuid.UUID]*storeLane{}, callers: callers, idle: callers, reserve: callers / 4, now: time.Now}
+	l := &lanes{stores: map[uuid.UUID]*storeLane{}, active: map[uuid.UUID]*storeLane{},
+		callers: callers, idle: callers, reserve: callers / 4, now: time.Now}
 	l.changed = sync.NewCond(&l.mu)
 	return l
 }
@@ -100,24 +108,38 @@ func startable(callers int, callTime time.Duration, room int) int {
 	return max(callers, min(room, int(int64(callers)*int64(queueWindow)/int64(callTime))))
 }
 
-// bound is how many pushes store st may hold, of room: what the callers
-// outside the reserve start within queueWindow at its call time; l.mu is
-// held.
+// bound is how many pushes store st may hold, of room: what its callers
+// (those outside the reserve, or a quarter of them for a slow store)
+// start within queueWindow at its call time; l.mu is held.
 func (l *lanes) bound(st *storeLane, room int, now time.Time) int {
 	took := st.times.median
 	if took <= 0 {
 		took = l.times.median
 	}
-	if st.busy > 0 {
+	callers := l.callers - l.reserve
+	if l.slow(st, now) {
+		callers = max(1, l.callers/4)
 		took = max(took, now.Sub(st.moved))
 	}
-	return startable(l.callers-l.reserve, took, room)
+	return startable(callers, took, room)
 }
 
-// slow reports whether st's calls are too slow for the reserve; l.mu is
-// held.
-func (l *lanes) slow(st *storeLane) bool {
-	return st.times.median > max(slowCall, 4*l.times.median)
+// slow reports whether st's calls are slow: they take over slowCall and
+// four times every store's, or none has ended for stalled while one is
+// under way; l.mu is held.
+func (l *lanes) slow(st *storeLane, now time.Time) bool {
+	return st.times.median > max(slowCall, 4*l.times.median) || st.busy > 0 && now.Sub(st.moved) > stalled
+}
+
+// slowBusy is how many calls of slow stores are under way; l.mu is held.
+func (l *lanes) slowBusy(now time.Time) int {
+	n := 0
+	for _, st := range l.active {
+		if l.slow(st, now) {
+			n += st.busy
+		}
+	}
+	return n
 }
 
 // admit reports whether the worker, holding room pushes at most, may hold
@@ -166,17 +188,22 @@ func (l *lanes) next() (call, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for {
+		now := l.now()
 		for i, c := range l.queue {
-			if st := l.store(c.push.StoreID); l.idle > l.reserve || st.busy == 0 && !l.slow(st) {
-				l.queue = slices.Delete(l.queue, i, i+1)
-				c.began = l.now()
-				if st.busy == 0 {
-					st.moved = c.began
-				}
-				st.busy++
-				l.idle--
-				return c, true
+			st := l.store(c.push.StoreID)
+			if slow := l.slow(st, now); slow && (l.idle <= l.reserve || l.slowBusy(now) >= max(1, l.callers/4)) ||
+				!slow && l.idle <= l.reserve && st.busy > 0 {
+				continue
 			}
+			l.queue = slices.Delete(l.queue, i, i+1)
+			c.began = now
+			if st.busy == 0 {
+				st.moved = now
+				l.active[c.push.StoreID] = st
+			}
+			st.busy++
+			l.idle--
+			return c, true
 		}
 		if l.closed && len(l.queue) == 0 {
 			return call{}, false
@@ -190,7 +217,9 @@ func (l *lanes) done(c call) {
 	l.mu.Lock()
 	now := l.now()
 	st := l.store(c.push.StoreID)
-	st.busy--
+	if st.busy--; st.busy == 0 {
+		delete(l.active, c.push.StoreID)
+	}
 	st.held--
 	st.moved, st.seen = now, now
 	st.times.add(now.Sub(c.began))

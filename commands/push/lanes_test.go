@@ -173,12 +173,15 @@ func TestAStoreHoldsWhatItsCallsStartInTheWindow(t *testing.T) {
 		{"a store of a worker no call has timed yet may fill the room", nil, nil, 0, room},
 		{"at 5 s a call, the 12 callers outside the reserve start 72 pushes in 30 s", []time.Duration{5 * time.Second}, nil, 0, 72},
 		{"a store none of whose calls has ended is judged by every store's calls", nil, []time.Duration{5 * time.Second}, 0, 72},
-		{"a store's own calls count, not every store's", []time.Duration{5 * time.Second}, []time.Duration{ms, ms, ms}, 0, 72},
+		{"a store whose calls take 5 s while others' take 1 ms is slow: a quarter of the callers start 24 in 30 s",
+			[]time.Duration{5 * time.Second}, []time.Duration{ms, ms, ms}, 0, 24},
 		{"one call that hangs among fast ones changes nothing",
 			append(slices.Repeat([]time.Duration{10 * ms}, 15), 40*time.Second), nil, 0, room},
-		{"a store whose call has not ended for 10 s holds what it starts in 30 s at 10 s a call",
-			[]time.Duration{10 * ms}, nil, 10 * time.Second, 36},
-		{"a store whose calls hang holds what its callers work at once", nil, nil, 10 * time.Minute, 12},
+		{"a fast store none of whose calls has ended for 5 s is judged by its calls",
+			[]time.Duration{10 * ms}, nil, 5 * time.Second, room},
+		{"a store none of whose calls has ended for 20 s is slow: a quarter of the callers start 6 in 30 s",
+			[]time.Duration{10 * ms}, nil, 20 * time.Second, 6},
+		{"a store whose calls hang holds what a quarter of the callers work at once", nil, nil, 10 * time.Minute, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, now := testLanes(16)
@@ -250,6 +253,26 @@ func TestASlowStoreWaitsForACallerOutsideTheReserve(t *testing.T) {
 	queueCall(t, l, fast)
 	if c, _ := l.next(); c.push.StoreID != fast {
 		t.Fatal("the reserve caller went to the store whose calls take 30 s, not the one whose take 10 ms")
+	}
+}
+
+func TestSlowStoresTogetherTakeAQuarterOfTheCallers(t *testing.T) {
+	l, now := testLanes(16)
+	hangs, other, fast := uuid.New(), uuid.New(), uuid.New()
+	for _, s := range []uuid.UUID{hangs, hangs, hangs, other} {
+		queueCall(t, l, s)
+		l.next()
+	}
+	*now = now.Add(time.Minute) // none of their calls has ended since
+	queueCall(t, l, other)
+	queueCall(t, l, hangs)
+	for range 10 {
+		queueCall(t, l, fast)
+	}
+	for i := range 8 {
+		if c, _ := l.next(); c.push.StoreID != fast {
+			t.Fatalf("call %d went to a store whose calls hang, while four such calls are under way", i)
+		}
 	}
 }
 

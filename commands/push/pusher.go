@@ -147,7 +147,7 @@ func (w *Worker) Run(ctx context.Context) {
 	shedding := time.NewTicker(shedEvery)
 	defer shedding.Stop()
 	bus := &order.Bus{Pool: w.Pool, Notify: w.Notify}
-	passing := false // the last claim passed pushes
+	passed := 0 // pushes the last claim passed
 	for ctx.Err() == nil {
 		_ = wait.Until(ctx, wake, idlePoll, true, func(ctx context.Context) (bool, error) {
 			// While every leased call is still in flight, claim again as
@@ -165,19 +165,16 @@ func (w *Worker) Run(ctx context.Context) {
 				}
 				free = calls.holding(cap(room)) - len(room)
 			}
-			// A claim reads as many due jobs as there is room for, or, after
-			// one that passed pushes (of stores that hold what they may), a
-			// whole claim's worth: a backlog of such pushes is passed a
-			// claim's worth at a time, whatever the room.
-			n := min(free, claimSize)
-			if passing {
-				n = claimSize
-			}
-			got, err := w.claim(ctx, calls, n, free, cap(room))
+			// A claim reads as many due jobs as there is room for, and as
+			// many more as the last one passed (pushes of stores that hold
+			// what they may): a backlog of such pushes is passed up to a
+			// claim's worth at a time, whatever the room, and few rows are
+			// read (and locked) that the claim then leaves.
+			got, err := w.claim(ctx, calls, min(claimSize, free+passed), free, cap(room))
 			if err != nil && ctx.Err() == nil {
 				w.Log.Warn("claiming push jobs failed; retrying", "err", err)
 			}
-			passing = got.passed > 0
+			passed = got.passed
 			for _, st := range got.waiting {
 				room <- struct{}{} // the claim took no more than the room left
 				starts.Add(1)

@@ -171,10 +171,13 @@ func Claim(ctx context.Context, tx pgx.Tx, queue string, n int, lease time.Durat
 	if _, err := pgx.ForEachRow(rows, []any{&id, &t}, func() error { until[id] = t; return nil }); err != nil {
 		return nil, fmt.Errorf("lease %s jobs: %w", queue, err)
 	}
-	for i := range due {
-		due[i].DueAt = until[due[i].ID]
+	leased := due[:0]
+	for _, j := range due {
+		if j.DueAt = until[j.ID]; !j.DueAt.IsZero() {
+			leased = append(leased, j)
+		}
 	}
-	return due, nil
+	return leased, nil
 }
 
 // underLease finds the jobs ($2) of queue $1 whose due time is still the
