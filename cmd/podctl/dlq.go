@@ -268,6 +268,7 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 					out = nil
 				} else {
 					out.Key, out.Value, out.Headers = kept.Key, kept.Value, kept.Headers
+					done.Key = string(kept.Key)
 				}
 			}
 			if out != nil {

@@ -22,8 +22,9 @@ const (
 	HeaderDLQConsumer  = "pod-dlq-consumer"  // the consumer that gave up on it
 	HeaderDLQTime      = "pod-dlq-time"      // when, RFC 3339 with nanoseconds, UTC
 	// HeaderDLQDropped is on a dead letter the dead-letter topic would not
-	// take whole: the record's key, value and headers are left out, and
-	// this header says their size in bytes (decimal). The record is still
+	// take whole: the record's value and headers are left out (its key too
+	// unless short, and the error is cut), and this header says how many
+	// bytes of the record were (decimal). The record is still
 	// at its topic, partition and offset, while retention keeps it.
 	HeaderDLQDropped = "pod-dlq-dropped"
 )
@@ -191,16 +192,33 @@ func tooLarge(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
-// withoutContent is dead letter dl of rec without rec's key, value and
-// headers: the pod-dlq-* headers alone, HeaderDLQDropped saying how many
-// bytes were left out.
+// withoutContent is dead letter dl of rec without rec's value and headers,
+// and its key unless that is short: the pod-dlq-* headers, the error cut
+// to slimError bytes, and HeaderDLQDropped saying how many bytes were left
+// out.
 func withoutContent(dl, rec *kgo.Record) *kgo.Record {
-	size := len(rec.Key) + len(rec.Value)
+	slim := &kgo.Record{Topic: dl.Topic}
+	size := len(rec.Value)
+	if len(rec.Key) <= slimKey {
+		slim.Key = rec.Key
+	} else {
+		size += len(rec.Key)
+	}
 	for _, h := range rec.Headers {
 		size += len(h.Key) + len(h.Value)
 	}
-	slim := &kgo.Record{Topic: dl.Topic}
-	slim.Headers = append(slim.Headers, dl.Headers[len(rec.Headers):]...)
+	for _, h := range dl.Headers[len(rec.Headers):] {
+		if h.Key == HeaderDLQError && len(h.Value) > slimError {
+			h.Value = append(h.Value[:slimError:slimError], "…"...)
+		}
+		slim.Headers = append(slim.Headers, h)
+	}
 	slim.Headers = append(slim.Headers, kgo.RecordHeader{Key: HeaderDLQDropped, Value: []byte(strconv.Itoa(size))})
 	return slim
 }
+
+// What a dead letter without its record's content keeps at most.
+const (
+	slimKey   = 256 // bytes of the record's key (ours are ids)
+	slimError = 256 // bytes of the error
+)

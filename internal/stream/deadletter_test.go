@@ -319,8 +319,8 @@ func TestADeadLetterGoesWhereDeadLetterAsSays(t *testing.T) {
 
 // A record whose dead letter is more than the dead-letter topic takes
 // (its own headers added, or a topic with a lower limit) is dead-lettered
-// without its key, value and headers, saying how many bytes were left
-// out, and the consumer goes on. Its dead-lettering was retried without end,
+// without its value and headers (and its key, a long one here), saying
+// how many bytes were left out, and the consumer goes on. Its dead-lettering was retried without end,
 // holding up its partition for every tenant.
 func TestADeadLetterTooLargeForItsTopicKeepsItsPlace(t *testing.T) {
 	f := setup(t)
@@ -348,7 +348,7 @@ func TestADeadLetterTooLargeForItsTopicKeepsItsPlace(t *testing.T) {
 	if _, err := rand.Read(big); err != nil {
 		t.Fatal(err)
 	}
-	poison := "poison" + hex.EncodeToString(big)
+	poison := "poison" + hex.EncodeToString(big) // produceValues makes it the key too
 	f.produce(t, 0, 10)
 	f.produceValues(t, poison)
 	f.produce(t, 10, 20)
