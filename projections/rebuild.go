@@ -367,12 +367,18 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 		return errors.New("a migration ran during the rebuild, so the rebuilt tables no longer have the live tables' shape: " +
 			"run the replay again to start over")
 	}
+	// What the live tables carry beyond their shape, as it is now: an
+	// operator may have changed it since the shadow tables were made.
 	grants, err := grantsOf(ctx, tx, p.Tables, live, shadow)
 	if err != nil {
 		return err
 	}
+	storage, err := storageOf(ctx, tx, p.Tables, live, shadow)
+	if err != nil {
+		return err
+	}
 	b := &pgx.Batch{}
-	for _, g := range grants {
+	for _, g := range append(grants, storage...) {
 		b.Queue(g)
 	}
 	b.Queue(`DROP TABLE ` + strings.Join(liveTables, ", "))
@@ -457,6 +463,48 @@ func rebuildMark(name string, version int64) string {
 	return fmt.Sprintf("rebuild of %s at schema version %d", name, version)
 }
 
+// storageOf is the DDL that gives the tables of schema shadow the storage
+// parameters (autovacuum thresholds, fillfactor; their TOAST tables' too)
+// their namesakes of schema live have now, which LIKE leaves out. A table
+// with row-level security is refused: a rebuild would swap it in without
+// its policies.
+func storageOf(ctx context.Context, tx pgx.Tx, tables []string, live, shadow string) ([]string, error) {
+	var out []string
+	for _, t := range tables {
+		from, to := pgx.Identifier{live, t}.Sanitize(), pgx.Identifier{shadow, t}.Sanitize()
+		var secured bool
+		var set, toastSet, had, toastHad []string
+		err := tx.QueryRow(ctx, `SELECT l.relrowsecurity, coalesce(l.reloptions, '{}'), coalesce(lt.reloptions, '{}'),
+			coalesce(s.reloptions, '{}'), coalesce(st.reloptions, '{}')
+			FROM pg_class l LEFT JOIN pg_class lt ON lt.oid = l.reltoastrelid
+			LEFT JOIN pg_class s ON s.oid = to_regclass($2) LEFT JOIN pg_class st ON st.oid = s.reltoastrelid
+			WHERE l.oid = $1::regclass`, from, to).Scan(&secured, &set, &toastSet, &had, &toastHad)
+		if err != nil {
+			return nil, err
+		}
+		if secured {
+			return nil, fmt.Errorf("%s has row-level security, which a rebuild does not copy", from)
+		}
+		var reset []string
+		for _, o := range had {
+			reset = append(reset, strings.SplitN(o, "=", 2)[0])
+		}
+		for _, o := range toastHad {
+			reset = append(reset, "toast."+strings.SplitN(o, "=", 2)[0])
+		}
+		for _, o := range toastSet {
+			set = append(set, "toast."+o)
+		}
+		if len(reset) > 0 {
+			out = append(out, `ALTER TABLE `+to+` RESET (`+strings.Join(reset, ", ")+`)`)
+		}
+		if len(set) > 0 {
+			out = append(out, `ALTER TABLE `+to+` SET (`+strings.Join(set, ", ")+`)`)
+		}
+	}
+	return out, nil
+}
+
 // grantsOf is the GRANTs that give the tables of schema shadow what their
 // namesakes of schema live grant to roles other than their owner (a
 // read-only role an operator added, say).
@@ -482,8 +530,8 @@ func grantsOf(ctx context.Context, tx pgx.Tx, tables []string, live, shadow stri
 }
 
 // cloneTables is the DDL that makes tables of schema live again, empty, in
-// schema shadow: columns, defaults and checks (LIKE), storage parameters,
-// then primary keys,
+// schema shadow: columns, defaults and checks (LIKE), storage parameters
+// (storageOf), then primary keys,
 // unique and exclusion constraints and indexes with the live names, then
 // foreign keys, which name the shadow's tables (the search_path).
 func cloneTables(ctx context.Context, tx pgx.Tx, tables []string, live, shadow string) ([]string, error) {
@@ -491,21 +539,6 @@ func cloneTables(ctx context.Context, tx pgx.Tx, tables []string, live, shadow s
 	for _, t := range tables {
 		from, to := pgx.Identifier{live, t}.Sanitize(), pgx.Identifier{shadow, t}.Sanitize()
 		create = append(create, `CREATE TABLE `+to+` (LIKE `+from+` INCLUDING ALL EXCLUDING INDEXES)`)
-		// LIKE leaves out the table's storage parameters (autovacuum
-		// thresholds, fillfactor) and row-level security: the first are set
-		// as the live table has them; the second is refused, as a rebuild
-		// would swap in a table without its policies.
-		var options []string
-		var secured bool
-		if err := tx.QueryRow(ctx, `SELECT reloptions, relrowsecurity FROM pg_class WHERE oid = $1::regclass`, from).Scan(&options, &secured); err != nil {
-			return nil, err
-		}
-		if secured {
-			return nil, fmt.Errorf("%s has row-level security, which a rebuild does not copy", from)
-		}
-		if len(options) > 0 {
-			create = append(create, `ALTER TABLE `+to+` SET (`+strings.Join(options, ", ")+`)`)
-		}
 		rows, err := tx.Query(ctx, `SELECT conname, contype = 'f', pg_get_constraintdef(oid) FROM pg_constraint
 			WHERE conrelid = $1::regclass AND contype IN ('p', 'u', 'x', 'f') ORDER BY conname`, from)
 		if err != nil {
@@ -546,8 +579,12 @@ func cloneTables(ctx context.Context, tx pgx.Tx, tables []string, live, shadow s
 			return nil, err
 		}
 	}
+	storage, err := storageOf(ctx, tx, tables, live, shadow)
+	if err != nil {
+		return nil, err
+	}
 	searchPath := `SET LOCAL search_path TO ` + pgx.Identifier{shadow}.Sanitize() + `, ` + pgx.Identifier{live}.Sanitize()
-	out := append(create, searchPath)
+	out := append(append(create, storage...), searchPath)
 	out = append(out, keys...)
 	return append(out, foreign...), nil
 }

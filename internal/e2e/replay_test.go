@@ -114,7 +114,7 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 	}
 	// Storage parameters an operator set on a read model's table stay
 	// through its rebuild (LIKE leaves them out).
-	if _, err := pool.Exec(context.Background(), `ALTER TABLE orders SET (fillfactor = 90, autovacuum_vacuum_threshold = 500)`); err != nil {
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE orders SET (fillfactor = 90, autovacuum_vacuum_threshold = 500, toast.autovacuum_enabled = false)`); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"orders", "catalog"} {
@@ -130,12 +130,24 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 			t.Fatalf("%s differs after the replay:\nbefore %v\nafter  %v", table, rows, after)
 		}
 	}
-	var options []string
-	if err := pool.QueryRow(context.Background(), `SELECT reloptions FROM pg_class WHERE oid = 'orders'::regclass`).Scan(&options); err != nil {
+	var options, toast []string
+	if err := pool.QueryRow(context.Background(), `SELECT c.reloptions, t.reloptions FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid
+		WHERE c.oid = 'orders'::regclass`).Scan(&options, &toast); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"fillfactor=90", "autovacuum_vacuum_threshold=500"}; !slices.Equal(options, want) {
-		t.Fatalf("the rebuilt orders table has storage parameters %q, want %q", options, want)
+	if want, wantToast := []string{"fillfactor=90", "autovacuum_vacuum_threshold=500"}, []string{"autovacuum_enabled=false"}; !slices.Equal(options, want) || !slices.Equal(toast, wantToast) {
+		t.Fatalf("the rebuilt orders table has storage parameters %q and %q on its TOAST table, want %q and %q", options, toast, want, wantToast)
+	}
+	// A table with row-level security is not rebuilt: its policies would
+	// not follow it.
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE orders ENABLE ROW LEVEL SECURITY`); err != nil {
+		t.Fatal(err)
+	}
+	if r := runPodctl(t, bin, env, "replay", "--projection", "orders", "--wait", "1m"); r.err == nil || !strings.Contains(r.stderr, "row-level security") {
+		t.Fatalf("a rebuild of a table with row-level security: %v\nstdout %s\nstderr %s", r.err, r.stdout, r.stderr)
+	}
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE orders DISABLE ROW LEVEL SECURITY`); err != nil {
+		t.Fatal(err)
 	}
 	if r := runPodctl(t, bin, env, "replay", "--projection", "nope"); r.err == nil || !strings.Contains(r.stderr, "catalog") {
 		t.Fatalf("unknown projection: %v %s", r.err, r.stderr)
