@@ -119,7 +119,9 @@ func (l *lanes) bound(st *storeLane, room int, now time.Time) int {
 	callers := l.callers - l.reserve
 	if l.slow(st, now) {
 		callers = max(1, l.callers/4)
-		took = max(took, now.Sub(st.moved))
+		if st.busy > 0 {
+			took = max(took, now.Sub(st.moved))
+		}
 	}
 	return startable(callers, took, room)
 }

@@ -168,26 +168,30 @@ func TestAStoreHoldsWhatItsCallsStartInTheWindow(t *testing.T) {
 		store   []time.Duration // the store's calls made so far
 		others  []time.Duration // another store's
 		running time.Duration   // how long a call of the store has been under way, if one is
+		idle    time.Duration   // how long after its calls, with none under way, it is judged
 		want    int             // pushes the store holds, its call under way included
 	}{
-		{"a store of a worker no call has timed yet may fill the room", nil, nil, 0, room},
-		{"at 5 s a call, the 12 callers outside the reserve start 72 pushes in 30 s", []time.Duration{5 * time.Second}, nil, 0, 72},
-		{"a store none of whose calls has ended is judged by every store's calls", nil, []time.Duration{5 * time.Second}, 0, 72},
+		{"a store of a worker no call has timed yet may fill the room", nil, nil, 0, 0, room},
+		{"at 5 s a call, the 12 callers outside the reserve start 72 pushes in 30 s", []time.Duration{5 * time.Second}, nil, 0, 0, 72},
+		{"a store none of whose calls has ended is judged by every store's calls", nil, []time.Duration{5 * time.Second}, 0, 0, 72},
 		{"a store whose calls take 5 s while others' take 1 ms is slow: a quarter of the callers start 24 in 30 s",
-			[]time.Duration{5 * time.Second}, []time.Duration{ms, ms, ms}, 0, 24},
+			[]time.Duration{5 * time.Second}, []time.Duration{ms, ms, ms}, 0, 0, 24},
 		{"one call that hangs among fast ones changes nothing",
-			append(slices.Repeat([]time.Duration{10 * ms}, 15), 40*time.Second), nil, 0, room},
+			append(slices.Repeat([]time.Duration{10 * ms}, 15), 40*time.Second), nil, 0, 0, room},
 		{"a fast store none of whose calls has ended for 5 s is judged by its calls",
-			[]time.Duration{10 * ms}, nil, 5 * time.Second, room},
+			[]time.Duration{10 * ms}, nil, 5 * time.Second, 0, room},
 		{"a store none of whose calls has ended for 20 s is slow: a quarter of the callers start 6 in 30 s",
-			[]time.Duration{10 * ms}, nil, 20 * time.Second, 6},
-		{"a store whose calls hang holds what a quarter of the callers work at once", nil, nil, 10 * time.Minute, 4},
+			[]time.Duration{10 * ms}, nil, 20 * time.Second, 0, 6},
+		{"a store whose calls hang holds what a quarter of the callers work at once", nil, nil, 10 * time.Minute, 0, 4},
+		{"a slow store whose last call ended an hour ago is judged by its calls",
+			[]time.Duration{5 * time.Second}, []time.Duration{ms, ms, ms}, 0, time.Hour, 24},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, now := testLanes(16)
 			store := uuid.New()
 			timeCalls(t, l, now, uuid.New(), tc.others...)
 			timeCalls(t, l, now, store, tc.store...)
+			*now = now.Add(tc.idle)
 			if tc.running > 0 {
 				queueCall(t, l, store)
 				l.next()
