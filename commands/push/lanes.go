@@ -35,11 +35,12 @@ const (
 //     store's, or none has ended for stalled) have at most a quarter of
 //     the callers under way between them, and never the reserve: the
 //     others are for stores whose calls end;
-//   - a store holds no more pushes than its callers can start within
-//     queueWindow at its own call time: the claim leases the rest of its
-//     due pushes without working them (admit), to come due again when that
-//     lease ends, and gives back those it holds beyond that once its calls
-//     turn slow (shed), so the worker claims other stores' pushes instead.
+//   - a slow store holds no more pushes than a quarter of the callers can
+//     start within queueWindow at its call time: the claim leases the rest
+//     of its due pushes without working them (admit), to come due again
+//     when that lease ends, and gives back those it holds beyond that once
+//     its calls turn slow (shed), so the worker claims other stores'
+//     pushes instead. Other stores share what the worker holds (holding).
 //
 // A store's call time is the median of its last timedCalls calls (every
 // store's until one of its own has ended), or, when none of its calls has
@@ -108,22 +109,22 @@ func startable(callers int, callTime time.Duration, room int) int {
 	return max(callers, min(room, int(int64(callers)*int64(queueWindow)/int64(callTime))))
 }
 
-// bound is how many pushes store st may hold, of room: what its callers
-// (those outside the reserve, or a quarter of them for a slow store)
-// start within queueWindow at its call time; l.mu is held.
+// bound is how many pushes store st may hold, of room: all of it unless
+// st is slow (the worker's own bound, holding, applies then), and what a
+// quarter of the callers start within queueWindow at its call time if it
+// is; l.mu is held.
 func (l *lanes) bound(st *storeLane, room int, now time.Time) int {
+	if !l.slow(st, now) {
+		return room
+	}
 	took := st.times.median
 	if took <= 0 {
 		took = l.times.median
 	}
-	callers := l.callers - l.reserve
-	if l.slow(st, now) {
-		callers = max(1, l.callers/4)
-		if st.busy > 0 {
-			took = max(took, now.Sub(st.moved))
-		}
+	if st.busy > 0 {
+		took = max(took, now.Sub(st.moved))
 	}
-	return startable(callers, took, room)
+	return startable(max(1, l.callers/4), took, room)
 }
 
 // slow reports whether st's calls are slow: they take over slowCall and
@@ -185,7 +186,7 @@ func (l *lanes) put(c call) {
 
 // next is the call a caller makes next: the oldest queued whose store may
 // start one. It waits for one; false once the lanes are closed and empty.
-// The caller calls done(c) when the call is over.
+// The caller calls done when the call is over.
 func (l *lanes) next() (call, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -198,7 +199,6 @@ func (l *lanes) next() (call, bool) {
 				continue
 			}
 			l.queue = slices.Delete(l.queue, i, i+1)
-			c.began = now
 			if st.busy == 0 {
 				st.moved = now
 				l.active[c.push.StoreID] = st
@@ -214,8 +214,9 @@ func (l *lanes) next() (call, bool) {
 	}
 }
 
-// done ends a call next handed out, and times it.
-func (l *lanes) done(c call) {
+// done ends a call next handed out, whose platform call took took (0:
+// none was made, and nothing is timed).
+func (l *lanes) done(c call, took time.Duration) {
 	l.mu.Lock()
 	now := l.now()
 	st := l.store(c.push.StoreID)
@@ -224,8 +225,10 @@ func (l *lanes) done(c call) {
 	}
 	st.held--
 	st.moved, st.seen = now, now
-	st.times.add(now.Sub(c.began))
-	l.times.add(now.Sub(c.began))
+	if took > 0 {
+		st.times.add(took)
+		l.times.add(took)
+	}
 	l.idle++
 	l.mu.Unlock()
 	l.changed.Broadcast()

@@ -77,8 +77,7 @@ type call struct {
 	lease  *leased // kept by the worker's leases while the push is worked
 	push   order.PushJob
 	domain string
-	known  bool      // the store exists
-	began  time.Time // when a caller took it (lanes)
+	known  bool // the store exists
 }
 
 // started is a call that waits for its start_push to be decided: wake is
@@ -128,8 +127,7 @@ func (w *Worker) Run(ctx context.Context) {
 				if !ok {
 					return
 				}
-				w.call(ctx, c, release)
-				calls.done(c)
+				calls.done(c, w.call(ctx, c, release))
 			}
 		}()
 	}
@@ -367,8 +365,9 @@ func (w *Worker) decided(bus *order.Bus, st started) bool {
 // the outcome is decided (outcomeWait at most). When the outcome cannot be
 // sent (shutting down, Kafka away), or the lease could not be kept, the
 // lease runs out and the call is made again, under the same idempotency
-// key.
-func (w *Worker) call(ctx context.Context, c call, done func()) {
+// key. It returns how long the platform call took (0 when none was made,
+// or it was cut off), for the lanes to time the store's calls.
+func (w *Worker) call(ctx context.Context, c call, done func()) (took time.Duration) {
 	j := c.job
 	held := c.lease.ctx
 	end := func() { w.leases.end(c.lease); done() }
@@ -386,11 +385,13 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 	case !c.known:
 		cmd.Kind, cmd.Error = order.KindFailPush, "store not found"
 	default:
+		began := time.Now()
 		res, err := w.Platform.CreateOrder(held, c.domain, c.push.IdempotencyKey, c.push.Order)
 		if held.Err() != nil {
 			end() // shutting down, or the lease could not be kept: the call is the next lease's
-			return
+			return 0
 		}
+		took = time.Since(began)
 		if err != nil {
 			msg := err.Error()
 			if len(msg) > maxMessageBytes {
@@ -435,4 +436,5 @@ func (w *Worker) call(ctx context.Context, c call, done func()) {
 			w.leases.end(c.lease)
 		}()
 	})
+	return took
 }
