@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/jackc/pgx/v5"
@@ -188,9 +187,9 @@ func (d *dlqEnv) list(ctx context.Context, consumer string, w io.Writer) error {
 		err = d.read(ctx, c, 0, end, func(r *kgo.Record) error {
 			return enc.Encode(DeadLetter{
 				Consumer: c, DLQOffset: r.Offset,
-				Topic: header(r, stream.HeaderDLQTopic), Partition: int32(headerInt(r, stream.HeaderDLQPartition)),
-				Offset: headerInt(r, stream.HeaderDLQOffset), Error: header(r, stream.HeaderDLQError),
-				Time: header(r, stream.HeaderDLQTime), Key: string(r.Key), Dropped: headerInt(r, stream.HeaderDLQDropped),
+				Topic: stream.Header(r, stream.HeaderDLQTopic), Partition: int32(headerInt(r, stream.HeaderDLQPartition)),
+				Offset: headerInt(r, stream.HeaderDLQOffset), Error: stream.Header(r, stream.HeaderDLQError),
+				Time: stream.Header(r, stream.HeaderDLQTime), Key: string(r.Key), Dropped: headerInt(r, stream.HeaderDLQDropped),
 				Replayed: r.Offset < pos,
 			})
 		})
@@ -238,7 +237,7 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 	enc := json.NewEncoder(w)
 	n := 0
 	err = d.read(ctx, consumer, pos, end, func(r *kgo.Record) error {
-		orig := header(r, stream.HeaderDLQTopic)
+		orig := stream.Header(r, stream.HeaderDLQTopic)
 		if orig == "" {
 			return fmt.Errorf("dead letter %s/%d has no %s header", d.naming.DeadLetterTopic(consumer), r.Offset, stream.HeaderDLQTopic)
 		}
@@ -253,7 +252,7 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 					out.Headers = append(out.Headers, h)
 				}
 			}
-			if dropped := header(r, stream.HeaderDLQDropped); dropped != "" {
+			if dropped := stream.Header(r, stream.HeaderDLQDropped); dropped != "" {
 				// Too large to dead-letter whole: the record is read back
 				// from where it was consumed.
 				from, partition := headerInt(r, stream.HeaderDLQOffset), int32(headerInt(r, stream.HeaderDLQPartition))
@@ -377,7 +376,7 @@ func (d *dlqEnv) end(ctx context.Context, consumer string) (int64, error) {
 
 // read calls f for each record of consumer's dead-letter topic in [from, to).
 func (d *dlqEnv) read(ctx context.Context, consumer string, from, to int64, f func(*kgo.Record) error) error {
-	return d.readLog(ctx, d.naming.DeadLetterTopic(consumer), 0, from, to, f)
+	return kafka.ReadPartition(ctx, d.brokers, d.naming.DeadLetterTopic(consumer), 0, from, to, f)
 }
 
 // original is the record at offset of topic's partition, or nil when the
@@ -403,65 +402,14 @@ func (d *dlqEnv) original(ctx context.Context, topic string, partition int32, of
 		return nil, nil
 	}
 	var kept *kgo.Record
-	err = d.readLog(ctx, topic, partition, offset, offset+1, func(r *kgo.Record) error {
+	err = kafka.ReadPartition(ctx, d.brokers, topic, partition, offset, offset+1, func(r *kgo.Record) error {
 		kept = r
 		return nil
 	})
 	return kept, err
 }
 
-// readLog calls f for each record of topic's partition in [from, to) (a
-// record compaction removed is not there to read).
-func (d *dlqEnv) readLog(ctx context.Context, topic string, partition int32, from, to int64, f func(*kgo.Record) error) error {
-	if from >= to {
-		return nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.ClientID("podctl"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
-		kgo.FetchMaxWait(500*time.Millisecond))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	next := from
-	for next < to {
-		// Each fetch has a minute, not the whole read: a replay of
-		// thousands of dead letters produces each one as it goes.
-		pctx, cancel := context.WithTimeout(ctx, time.Minute)
-		fs := cl.PollFetches(pctx)
-		err := pctx.Err()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("read %s at offset %d: %w", topic, next, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return fmt.Errorf("read %s: %w", topic, ferr)
-		}
-		for _, r := range fs.Records() {
-			if r.Offset >= to {
-				return nil
-			}
-			if err := f(r); err != nil {
-				return err
-			}
-			next = r.Offset + 1
-		}
-	}
-	return nil
-}
-
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
-
 func headerInt(r *kgo.Record, key string) int64 {
-	n, _ := strconv.ParseInt(header(r, key), 10, 64)
+	n, _ := strconv.ParseInt(stream.Header(r, key), 10, 64)
 	return n
 }

@@ -57,6 +57,11 @@ type Consumer struct {
 	// one's dead letters (default: its own, Naming.DeadLetterTopic(Name)):
 	// a read model's rebuild dead-letters what its projector does.
 	DeadLetterAs string
+	// DeadLettered, when set, reports whether the record consumed at a
+	// place is in the dead-letter topic already (a rebuild reading what
+	// its projector dead-lettered): one that fails for good again is
+	// passed without a second dead letter.
+	DeadLettered func(Place) bool
 	// SessionOpts, when set, gives options for each new client: the loop
 	// makes a fresh client per group session (after a rewind, an error),
 	// and hooks that keep per-client state (kprom) must not be shared

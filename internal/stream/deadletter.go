@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -122,7 +124,8 @@ func isContent(err error) bool {
 // stored offset past it commits: a crash in between leaves the offset where
 // it was, and the record is dead-lettered a second time after the restart
 // (podctl dlq list then shows it twice). It is never lost. It reports
-// whether the record was dead-lettered (false: already past it).
+// whether the record was dead-lettered (false: already past it, or passed
+// as Consumer.DeadLettered says).
 func (r *Runner) deadLetter(ctx context.Context, c Consumer, logStart logStartFunc, rec *kgo.Record, cause error) (bool, error) {
 	if r.Producer == nil {
 		return false, errors.New("no dead-letter producer configured")
@@ -146,6 +149,14 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logStart logStartFu
 		if err := r.behind(ctx, c, logStart, k, stored, rec.Offset); err != nil {
 			return false, err
 		}
+	}
+	if c.DeadLettered != nil && c.DeadLettered(Place{rec.Topic, rec.Partition, rec.Offset}) {
+		if err := tx.Commit(ctx); err != nil {
+			return false, fmt.Errorf("commit: %w", err)
+		}
+		r.Log.Info("a record dead-lettered before failed again; passed without a second dead letter", "consumer", c.Name,
+			"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", cause)
+		return false, nil
 	}
 	dl := DeadLetterRecord(r.Naming, c.deadLetters(), rec, cause, time.Now())
 	err = r.Producer.ProduceSync(ctx, dl).FirstErr()
@@ -222,3 +233,60 @@ const (
 	slimKey   = 256 // bytes of the record's key (ours are ids)
 	slimError = 256 // bytes of the error
 )
+
+// Place is where a record was consumed.
+type Place struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// DeadLetterPlaces reads consumer's dead-letter topic (as n names it) and
+// returns where each record it holds was consumed; none when the topic
+// does not exist.
+func DeadLetterPlaces(ctx context.Context, brokers []string, adm *kadm.Client, n schemas.Naming, consumer string) (map[Place]bool, error) {
+	topic := n.DeadLetterTopic(consumer)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	places := map[Place]bool{}
+	var read error
+	ends.Each(func(end kadm.ListedOffset) {
+		if read != nil || errors.Is(end.Err, kerr.UnknownTopicOrPartition) {
+			return
+		}
+		if read = end.Err; read != nil {
+			return
+		}
+		start, _ := starts.Lookup(topic, end.Partition)
+		read = kafka.ReadPartition(ctx, brokers, topic, end.Partition, start.Offset, end.Offset, func(r *kgo.Record) error {
+			at := Place{Topic: Header(r, HeaderDLQTopic)}
+			p, perr := strconv.ParseInt(Header(r, HeaderDLQPartition), 10, 32)
+			o, oerr := strconv.ParseInt(Header(r, HeaderDLQOffset), 10, 64)
+			if at.Topic != "" && perr == nil && oerr == nil {
+				at.Partition, at.Offset = int32(p), o
+				places[at] = true
+			}
+			return nil
+		})
+	})
+	if read != nil {
+		return nil, fmt.Errorf("read %s: %w", topic, read)
+	}
+	return places, nil
+}
+
+// Header is the value of r's header key, or "".
+func Header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

@@ -167,15 +167,6 @@ func (f fixture) endOffset(topic string) (int64, error) {
 	return n, nil
 }
 
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
-
 // A poison record that is the first the log holds after records retention
 // deleted (a new group, or offsets cleared by a replay, behind a log start
 // of 500) is dead-lettered and passed, as apply passes the gap. It once
@@ -247,14 +238,14 @@ func TestPoisonRecordIsDeadLettered(t *testing.T) {
 	})
 	errs := map[string]string{}
 	for _, dl := range dls {
-		if header(dl, HeaderDLQConsumer) != c.Name || header(dl, HeaderDLQTopic) != topic || header(dl, HeaderDLQOffset) == "" ||
-			header(dl, HeaderDLQPartition) == "" || header(dl, "origin") != "test" || string(dl.Key) != string(dl.Value) {
+		if Header(dl, HeaderDLQConsumer) != c.Name || Header(dl, HeaderDLQTopic) != topic || Header(dl, HeaderDLQOffset) == "" ||
+			Header(dl, HeaderDLQPartition) == "" || Header(dl, "origin") != "test" || string(dl.Key) != string(dl.Value) {
 			t.Errorf("dead letter %q has headers %v", dl.Value, dl.Headers)
 		}
-		if _, err := time.Parse(time.RFC3339Nano, header(dl, HeaderDLQTime)); err != nil {
+		if _, err := time.Parse(time.RFC3339Nano, Header(dl, HeaderDLQTime)); err != nil {
 			t.Errorf("dead letter time: %v", err)
 		}
-		errs[string(dl.Value)] = header(dl, HeaderDLQError)
+		errs[string(dl.Value)] = Header(dl, HeaderDLQError)
 	}
 	for v, want := range map[string]string{"poison": "cannot decode poison", "nul\x00": "22021", "panic": "panicked"} {
 		if !strings.Contains(errs[v], want) {
@@ -310,8 +301,8 @@ func TestADeadLetterGoesWhereDeadLetterAsSays(t *testing.T) {
 		if len(dls) != 1 {
 			return fmt.Errorf("%d dead letters in test.live's topic, want 1", len(dls))
 		}
-		if string(dls[0].Value) != "poison" || header(dls[0], HeaderDLQConsumer) != "test.live" {
-			return fmt.Errorf("dead letter %q of consumer %q", dls[0].Value, header(dls[0], HeaderDLQConsumer))
+		if string(dls[0].Value) != "poison" || Header(dls[0], HeaderDLQConsumer) != "test.live" {
+			return fmt.Errorf("dead letter %q of consumer %q", dls[0].Value, Header(dls[0], HeaderDLQConsumer))
 		}
 		return nil
 	})
@@ -360,14 +351,14 @@ func TestADeadLetterTooLargeForItsTopicKeepsItsPlace(t *testing.T) {
 		return nil
 	})
 	dl := f.deadLetters(t, c.Name)[0]
-	if len(dl.Key)+len(dl.Value) != 0 || header(dl, "origin") != "" {
+	if len(dl.Key)+len(dl.Value) != 0 || Header(dl, "origin") != "" {
 		t.Errorf("the dead letter kept %d bytes of key and value, and headers %v", len(dl.Key)+len(dl.Value), dl.Headers)
 	}
-	if got, want := header(dl, HeaderDLQDropped), fmt.Sprint(2*len(poison)+len("origin")+len("test")); got != want {
+	if got, want := Header(dl, HeaderDLQDropped), fmt.Sprint(2*len(poison)+len("origin")+len("test")); got != want {
 		t.Errorf("%s is %q, want %q", HeaderDLQDropped, got, want)
 	}
-	if header(dl, HeaderDLQTopic) != topic || header(dl, HeaderDLQOffset) == "" ||
-		!strings.Contains(header(dl, HeaderDLQError), "cannot decode poison") {
+	if Header(dl, HeaderDLQTopic) != topic || Header(dl, HeaderDLQOffset) == "" ||
+		!strings.Contains(Header(dl, HeaderDLQError), "cannot decode poison") {
 		t.Errorf("the dead letter does not say where the record is and why: headers %v", dl.Headers)
 	}
 }
