@@ -52,6 +52,7 @@ type lanes struct {
 	stores  map[uuid.UUID]*storeLane
 	active  map[uuid.UUID]*storeLane // the stores with calls under way
 	times   callTimes                // every store's calls
+	avg     time.Duration            // every store's calls: a moving average, an eighth of the way to each
 	callers int
 	idle    int // callers not at work
 	reserve int
@@ -89,14 +90,17 @@ func (l *lanes) store(id uuid.UUID) *storeLane {
 }
 
 // holding is how many pushes the worker holds at most, of room: as many
-// as its calls can start within queueWindow at every store's call time,
-// and at least one per caller. A slow platform so leaves the rest of the
+// as its calls can start within queueWindow at the moving average of
+// every store's call times (which slow calls pull up, where the median
+// that judges a store leaves them out: the worker then holds fewer
+// pushes, which measured cheaper under load), and at least one per
+// caller. A slow platform so leaves the rest of the
 // queue PENDING (cancellable, and for other workers) instead of moving
 // orders to PROCESSING whose calls would wait long.
 func (l *lanes) holding(room int) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return startable(l.callers, l.times.median, room)
+	return startable(l.callers, l.avg, room)
 }
 
 // startable is how many calls callers start within queueWindow at
@@ -228,6 +232,10 @@ func (l *lanes) done(c call, took time.Duration) {
 	if took > 0 {
 		st.times.add(took)
 		l.times.add(took)
+		if l.avg <= 0 {
+			l.avg = took
+		}
+		l.avg += (took - l.avg) / 8
 	}
 	l.idle++
 	l.mu.Unlock()
