@@ -135,7 +135,9 @@ func (w *Worker) Run(ctx context.Context) {
 	defer func() { starts.Wait(); calls.close(); wg.Wait() }()
 	// shed lets go of the pushes of stores that hold more than their calls
 	// start in time: their leases run out, and other stores' pushes are
-	// claimed meanwhile.
+	// claimed meanwhile. Only a full room needs it (a claim passes what
+	// such stores are due otherwise), so it runs on the ticker then, off
+	// the claims' path.
 	shed := func() {
 		for _, c := range calls.shed(cap(room)) {
 			w.leases.end(c.lease)
@@ -151,7 +153,6 @@ func (w *Worker) Run(ctx context.Context) {
 			// While every leased call is still in flight, claim again as
 			// soon as one is done: due calls wait on this worker, not on a
 			// wake or the poll.
-			shed()
 			free := calls.holding(cap(room)) - len(room)
 			for free <= 0 {
 				select {
