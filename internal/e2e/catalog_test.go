@@ -437,7 +437,7 @@ func TestProjectorDeadLettersEventsPostgresRefuses(t *testing.T) {
 		t.Fatalf("products after a refused event: %q", got)
 	}
 	dl := deadLetters(t, d, catalogrm.ConsumerName, 1)[0]
-	if ev, err := schemas.ParseEvent(dl.Value); err != nil || ev.ID != bad.ID || !strings.Contains(dlHeader(dl, stream.HeaderDLQError), "SQLSTATE 22") {
-		t.Fatalf("dead letter: %v, error %q", err, dlHeader(dl, stream.HeaderDLQError))
+	if ev, err := schemas.ParseEvent(dl.Value); err != nil || ev.ID != bad.ID || !strings.Contains(stream.Header(dl, stream.HeaderDLQError), "SQLSTATE 22") {
+		t.Fatalf("dead letter: %v, error %q", err, stream.Header(dl, stream.HeaderDLQError))
 	}
 }

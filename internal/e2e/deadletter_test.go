@@ -70,15 +70,6 @@ func deadLetters(t *testing.T, d demoEnv, consumer string, want int) []*kgo.Reco
 	return out
 }
 
-func dlHeader(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
-
 func deadLetterCounts(t *testing.T, d demoEnv) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
@@ -217,19 +208,19 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 			case dl == nil:
 				t.Errorf("%s: no dead letter of %s", c, p.key)
 				continue
-			case string(dl.Value) != string(p.value) || dlHeader(dl, "planted-by") != "e2e":
+			case string(dl.Value) != string(p.value) || stream.Header(dl, "planted-by") != "e2e":
 				t.Errorf("%s: dead letter %s lost its value or headers", c, p.key)
-			case dlHeader(dl, stream.HeaderDLQTopic) != d.topic(p.topic) || dlHeader(dl, stream.HeaderDLQConsumer) != c ||
-				dlHeader(dl, stream.HeaderDLQOffset) != strconv.FormatInt(p.offset, 10) ||
-				dlHeader(dl, stream.HeaderDLQPartition) != strconv.Itoa(int(p.partition)) || dlHeader(dl, stream.HeaderDLQTime) == "":
+			case stream.Header(dl, stream.HeaderDLQTopic) != d.topic(p.topic) || stream.Header(dl, stream.HeaderDLQConsumer) != c ||
+				stream.Header(dl, stream.HeaderDLQOffset) != strconv.FormatInt(p.offset, 10) ||
+				stream.Header(dl, stream.HeaderDLQPartition) != strconv.Itoa(int(p.partition)) || stream.Header(dl, stream.HeaderDLQTime) == "":
 				t.Errorf("%s: dead letter %s headers %v", c, p.key, dl.Headers)
-			case dlHeader(dl, stream.HeaderDLQError) == "":
+			case stream.Header(dl, stream.HeaderDLQError) == "":
 				t.Errorf("%s: dead letter %s has no error", c, p.key)
 			}
 		}
 	}
 	for _, dl := range deadLetters(t, d, "order-decider", 2) {
-		if e := dlHeader(dl, stream.HeaderDLQError); string(dl.Key) == "poison-order-nul" && !strings.Contains(e, "22P05") {
+		if e := stream.Header(dl, stream.HeaderDLQError); string(dl.Key) == "poison-order-nul" && !strings.Contains(e, "22P05") {
 			t.Errorf("order decider's NUL command: error %q does not name SQLSTATE 22P05", e)
 		}
 	}
@@ -323,8 +314,8 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 		if r.Partition != replayed.Partition || r.Offset != replayed.Offset {
 			return false
 		}
-		if string(r.Key) != ls[0].Key || string(r.Value) != string(value[ls[0].Key]) || dlHeader(r, stream.HeaderDLQError) != "" ||
-			dlHeader(r, "planted-by") != "e2e" {
+		if string(r.Key) != ls[0].Key || string(r.Value) != string(value[ls[0].Key]) || stream.Header(r, stream.HeaderDLQError) != "" ||
+			stream.Header(r, "planted-by") != "e2e" {
 			t.Errorf("replayed record: key %q headers %v", r.Key, r.Headers)
 		}
 		return true
@@ -333,8 +324,8 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 		t.Fatalf("replayed record not on %s: %v", schemas.TopicOrderCommands, err)
 	}
 	third := deadLetters(t, d, "order-decider", 3)[2]
-	if string(third.Key) != ls[0].Key || dlHeader(third, stream.HeaderDLQOffset) != strconv.FormatInt(replayed.Offset, 10) {
-		t.Fatalf("the replayed record was not dead-lettered again: %q at %s", third.Key, dlHeader(third, stream.HeaderDLQOffset))
+	if string(third.Key) != ls[0].Key || stream.Header(third, stream.HeaderDLQOffset) != strconv.FormatInt(replayed.Offset, 10) {
+		t.Fatalf("the replayed record was not dead-lettered again: %q at %s", third.Key, stream.Header(third, stream.HeaderDLQOffset))
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if n := deadLetterCounts(t, d)["order-decider"]; n != 3 {
@@ -506,8 +497,8 @@ func TestADeadLetterTooLargeForItsTopicIsReplayedFromWhereItWas(t *testing.T) {
 	size := len(value) + len("planted-by") + len("e2e") // the key, short, is kept
 
 	dl := deadLetters(t, d, "order-decider", 1)[0]
-	if len(dl.Value) != 0 || string(dl.Key) != string(rec.Key) || dlHeader(dl, stream.HeaderDLQDropped) != strconv.Itoa(size) ||
-		dlHeader(dl, stream.HeaderDLQOffset) != strconv.FormatInt(rec.Offset, 10) || !strings.Contains(dlHeader(dl, stream.HeaderDLQError), "SQLSTATE 22") {
+	if len(dl.Value) != 0 || string(dl.Key) != string(rec.Key) || stream.Header(dl, stream.HeaderDLQDropped) != strconv.Itoa(size) ||
+		stream.Header(dl, stream.HeaderDLQOffset) != strconv.FormatInt(rec.Offset, 10) || !strings.Contains(stream.Header(dl, stream.HeaderDLQError), "SQLSTATE 22") {
 		t.Fatalf("dead letter of %d bytes with headers %v; want none, and %s %d", len(dl.Value), dl.Headers, stream.HeaderDLQDropped, size)
 	}
 	r := runPodctl(t, bin, env, "dlq", "list", "--consumer", "order-decider")
@@ -535,7 +526,7 @@ func TestADeadLetterTooLargeForItsTopicIsReplayedFromWhereItWas(t *testing.T) {
 		if got.Partition != replayed.Partition || got.Offset != replayed.Offset {
 			return false
 		}
-		if string(got.Key) != string(rec.Key) || string(got.Value) != string(value) || dlHeader(got, "planted-by") != "e2e" {
+		if string(got.Key) != string(rec.Key) || string(got.Value) != string(value) || stream.Header(got, "planted-by") != "e2e" {
 			t.Errorf("replayed record: key %q, %d bytes of value, headers %v; want the command whole", got.Key, len(got.Value), got.Headers)
 		}
 		return true
