@@ -189,8 +189,9 @@ func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 	}
 	e := orderError(err)
 	body, _ := marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
-	// An undecided create's command is on the log: the worker keeps the
-	// item open until the next attempts find its decision.
+	// An undecided create's command is on the log, and one whose send
+	// failed may be: the worker keeps the item open until the next
+	// attempts find its decision or that there is none.
 	return batch.Result{Status: e.Status(), Error: body, Undecided: errors.Is(err, order.ErrUndecided),
-		Unknown: it.MaybeSent && errors.Is(err, order.ErrLogUnread)}
+		Unknown: it.MaybeSent && errors.Is(err, order.ErrLogUnread), SendFailed: errors.Is(err, order.ErrCommandLog)}
 }

@@ -104,8 +104,15 @@ type Result struct {
 	Undecided bool
 	// Unknown marks a 5xx of an item that may be on the log (MaybeSent)
 	// whose create could not tell yet: it stays open past maxAttempts
-	// too, and is not taken for sent.
+	// too, and is not taken for sent. An item that may be on the log and
+	// got no answer (Status 0: not worked in the round's time) is taken
+	// as Unknown.
 	Unknown bool
+	// SendFailed marks a 5xx whose create command's send failed: the
+	// broker may have appended it all the same, so the item stays open
+	// past maxAttempts like an Unknown one, until a later attempt finds
+	// its decision or that the log holds none.
+	SendFailed bool
 }
 
 // final reports whether r is the item's outcome.
@@ -434,10 +441,11 @@ func (w *Worker) finishing(leased []jobs.Job, heldIDs map[uuid.UUID]bool, runs [
 			if onLog {
 				sent[it.run] = append(sent[it.run], it.Index)
 			}
-			// An item that may be on the log and could not learn whether
-			// it is stays open too (one that got no answer at all is
-			// stored after its attempts, saying it may still be created).
-			if _, again := retryDelay(j.Attempt); again || onLog || r.Unknown {
+			// An item that may be on the log and has not learnt whether
+			// it is stays open too: a result stored for it could
+			// disagree with the order its command makes.
+			r.Unknown = r.Unknown || (r.Status == 0 && it.MaybeSent)
+			if _, again := retryDelay(j.Attempt); again || onLog || r.Unknown || r.SendFailed {
 				w.Log.Warn("batch item not decided; will retry", "batch", it.Batch, "index", it.Index, "attempt", j.Attempt, "status", r.Status)
 				open[it.run] = true
 				fresh[it.run] = fresh[it.run] || !r.Unknown

@@ -126,6 +126,11 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 		cmdID = uuid.New()
 	} else {
 		dec, ok, err := LoadDecision(ctx, c.Bus.Pool, cmdID)
+		if err != nil && in.MaybeSent {
+			// Whether the earlier attempt's command is on the log is not
+			// known: not a failure of this create to report as its answer.
+			return Created{}, fmt.Errorf("%w: %v", ErrLogUnread, err)
+		}
 		if err != nil {
 			return Created{}, err
 		}
@@ -169,7 +174,11 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	}
 	dec, err := c.Bus.DecideNew(ctx, cmd, c.wait())
 	if err != nil {
-		if !errors.Is(err, ErrUndecided) {
+		// A command on the log (undecided), or whose send failed in
+		// flight (the broker may have appended it all the same), keeps
+		// the content's claim: should it be decided, a second create of
+		// the same content is its duplicate.
+		if !errors.Is(err, ErrUndecided) && !errors.Is(err, ErrCommandLog) {
 			release()
 		}
 		return Created{}, err

@@ -101,3 +101,78 @@ func TestACommandOnTheLogWhoseWaitIsCutShortIsUndecided(t *testing.T) {
 		t.Fatalf("the error is %v; want ErrUndecided", err)
 	}
 }
+
+// testVariants serves the validation tests' catalog to a Creator.
+type testVariants struct{}
+
+func (testVariants) Variants(_ context.Context, _ uuid.UUID, ids []uuid.UUID) (map[uuid.UUID]Variant, error) {
+	all, out := testCatalog(), map[uuid.UUID]Variant{}
+	for _, id := range ids {
+		if v, ok := all[id]; ok {
+			out[id] = v
+		}
+	}
+	return out, nil
+}
+
+func (testVariants) Rates(context.Context) (Rates, error) { return testRates(), nil }
+
+// TestACreateWhoseSendFailsKeepsItsContentClaimed: the broker may append
+// a command whose produce failed (a timeout after the write), so the
+// create keeps the content's soft duplicate claim. Released, a second
+// create of the same content under another reference would not be found
+// a duplicate should the first command be decided.
+func TestACreateWhoseSendFailsKeepsItsContentClaimed(t *testing.T) {
+	bus := listening(t)
+	opt, err := redis.ParseURL(testenv.RedisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rc.Close() })
+	// A broker that answers nothing: every produce times out.
+	bus.Producer, err = kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.RecordDeliveryTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Producer.Close)
+	prefix := "test" + testenv.RandomSuffix() + ":"
+	c := &Creator{Catalog: testVariants{}, Bus: bus, Redis: rc, Prefix: prefix, Log: slog.New(slog.DiscardHandler), Wait: time.Second}
+	body := with(t, nil)
+	d, err := validate(t, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Create(context.Background(), CreateInput{AccountID: uuid.New(), Body: body, Via: "api"})
+	if !errors.Is(err, ErrCommandLog) {
+		t.Fatalf("the error is %v; want ErrCommandLog", err)
+	}
+	held, err := rc.Get(context.Background(), prefix+"dup:"+d.StoreID.String()+":"+d.ContentHash).Result()
+	if err != nil {
+		t.Fatalf("the content's claim: %v; want it kept", err)
+	}
+	if want := OrderID(d.StoreID, d.ReferenceID).String() + "|"; len(held) < len(want) || held[:len(want)] != want {
+		t.Errorf("the content's claim is %q; want it held by order %s", held, want)
+	}
+}
+
+// TestACreateThatMayBeOnTheLogAndCannotLookItUpDoesNotKnow: a batch item
+// an earlier lease may have sent looks its decision up first; when that
+// read fails, whether its command is on the log is not known
+// (ErrLogUnread, which keeps the item open), not an error of the create
+// to store as its answer.
+func TestACreateThatMayBeOnTheLogAndCannotLookItUpDoesNotKnow(t *testing.T) {
+	bus := listening(t)
+	pool := pgtest.NewPool(t)
+	pool.Close()
+	bus.Pool = pool
+	c := &Creator{Catalog: testVariants{}, Bus: bus, Log: slog.New(slog.DiscardHandler), Wait: time.Second}
+	in := CreateInput{AccountID: uuid.New(), Body: with(t, nil), Via: "api", CommandID: uuid.New(), MaybeSent: true}
+	if _, err := c.Create(context.Background(), in); !errors.Is(err, ErrLogUnread) {
+		t.Fatalf("the error is %v; want ErrLogUnread", err)
+	}
+	in.MaybeSent = false // a keyed POST's first lookup: its error is what it is
+	if _, err := c.Create(context.Background(), in); err == nil || errors.Is(err, ErrLogUnread) {
+		t.Fatalf("the error is %v; want the lookup's own", err)
+	}
+}
