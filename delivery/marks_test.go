@@ -143,3 +143,49 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAFailedDeliveryCountsOnceInItsWebhooksStreak: the failure of a
+// delivery run is counted before its outcome is recorded, so a sender
+// that stops in between counts it again when the task is read again; a
+// run's failure counts once, a run of another delivery (or a resend's
+// new run) counts anew, and a success starts the streak over.
+func TestAFailedDeliveryCountsOnceInItsWebhooksStreak(t *testing.T) {
+	ctx := context.Background()
+	opt, err := redis.ParseURL(testenv.RedisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	streaks := &Streaks{Redis: client, Prefix: "podtest:" + testenv.RandomSuffix() + ":"}
+	hook, first, second := uuid.New(), uuid.New(), uuid.New()
+	for i, step := range []struct {
+		name     string
+		delivery uuid.UUID
+		run      int
+		reset    bool
+		want     int
+	}{
+		{"a delivery's failure starts the streak", first, 1, false, 1},
+		{"the same failure counted again leaves it", first, 1, false, 1},
+		{"another delivery's failure adds to it", second, 1, false, 2},
+		{"a resend's failed run adds to it", first, 2, false, 3},
+		{"a success ends it", uuid.Nil, 0, true, 0},
+		{"a failure after the success starts it again", second, 2, false, 1},
+	} {
+		if step.reset {
+			if err := streaks.ResetWith(ctx, client, hook, 1).Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else if got := streaks.Fail(ctx, hook, 1, step.delivery, step.run); got != step.want {
+			t.Errorf("step %d, %s: the streak is %d, want %d", i, step.name, got, step.want)
+		}
+		counts, err := streaks.Counts(ctx, []uuid.UUID{hook}, []int{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts[0] != step.want {
+			t.Errorf("step %d, %s: the webhook shows %d failures, want %d", i, step.name, counts[0], step.want)
+		}
+	}
+}

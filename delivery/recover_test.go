@@ -105,7 +105,7 @@ func TestAPanicAfterTheOutcomeIsRecordedLeavesNoDeadLetter(t *testing.T) {
 	s.HTTP, s.Timeout = guard.Client(2*time.Second, 8), 2*time.Second
 	s.Streaks = &Streaks{Redis: f.rdb, Prefix: s.Marks.Prefix, Log: s.Log}
 	for range FailureLimit {
-		s.Streaks.Fail(f.ctx, task.WebhookID, task.Gen)
+		s.Streaks.Fail(f.ctx, task.WebhookID, task.Gen, uuid.New(), 1)
 	}
 	disables := 0
 	s.Disable = func(context.Context, uuid.UUID, uuid.UUID, int) error {

@@ -185,7 +185,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration), r
 		reset = s.Streaks.ResetWith(context.WithoutCancel(ctx), s.Marks.Redis, t.WebhookID, t.Gen)
 		s.Metrics.observeDelivered(res.At.Sub(t.CreatedAt))
 	case StreakFailed:
-		streak = s.Streaks.Fail(ctx, t.WebhookID, t.Gen)
+		streak = s.Streaks.Fail(ctx, t.WebhookID, t.Gen, t.DeliveryID, t.Run)
 	}
 	class := ClassNone
 	if active {

@@ -31,18 +31,35 @@ func (s *Streaks) key(id uuid.UUID, gen int) string {
 	return s.Prefix + "wh:streak:" + id.String() + ":" + strconv.Itoa(gen)
 }
 
-// Fail counts a failed delivery and returns the streak (0 when Redis is
-// unavailable).
-func (s *Streaks) Fail(ctx context.Context, id uuid.UUID, gen int) int {
+// countedKey names the set of the deliveries (delivery id and run) a
+// streak has counted.
+func (s *Streaks) countedKey(streak string) string { return streak + ":counted" }
+
+// countFailure adds a failed delivery (ARGV[1]) to a streak (KEYS[1]) once:
+// a delivery's failure recorded again (its sender stopped before the
+// record of it was committed, or its retries ran twice) counts once.
+var countFailure = redis.NewScript(`if redis.call("SADD", KEYS[2], ARGV[1]) == 1 then
+	redis.call("INCR", KEYS[1])
+end
+redis.call("EXPIRE", KEYS[1], ARGV[2])
+redis.call("EXPIRE", KEYS[2], ARGV[2])
+return tonumber(redis.call("GET", KEYS[1]) or "0")`)
+
+// streakTTL is how long a streak with no new failure is kept.
+const streakTTL = 90 * 24 * time.Hour
+
+// Fail counts run of delivery, failed, in the streak of the webhook's
+// generation, once however often it is counted, and returns the streak (0
+// when Redis is unavailable).
+func (s *Streaks) Fail(ctx context.Context, id uuid.UUID, gen int, delivery uuid.UUID, run int) int {
 	k := s.key(id, gen)
-	pipe := s.Redis.TxPipeline()
-	incr := pipe.Incr(ctx, k)
-	pipe.Expire(ctx, k, 90*24*time.Hour)
-	if _, err := pipe.Exec(ctx); err != nil {
+	n, err := countFailure.Run(ctx, s.Redis, []string{k, s.countedKey(k)},
+		delivery.String()+":"+strconv.Itoa(run), int(streakTTL/time.Second)).Int()
+	if err != nil {
 		s.Log.Warn("failure streak not counted (Redis unavailable)", "webhook", id, "err", err)
 		return 0
 	}
-	return int(incr.Val())
+	return n
 }
 
 // Reset ends the streak (a webhook reactivated by its client).
@@ -56,7 +73,8 @@ func (s *Streaks) Reset(ctx context.Context, id uuid.UUID, gen int) {
 // sender's pipelined client), returning the command, whose result may be
 // read later.
 func (s *Streaks) ResetWith(ctx context.Context, r redis.Cmdable, id uuid.UUID, gen int) redis.Cmder {
-	return r.Del(ctx, s.key(id, gen))
+	k := s.key(id, gen)
+	return r.Del(ctx, k, s.countedKey(k))
 }
 
 // Counts reads the streaks of several webhooks at once (by position).

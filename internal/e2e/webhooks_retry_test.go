@@ -390,7 +390,7 @@ func TestAnAutoDisableLostInACrashIsSentByTheNextFailure(t *testing.T) {
 	ctx := context.Background()
 	const gen = 1 // a new webhook's activation generation
 	for range delivery.FailureLimit {
-		d.app.Streaks.Fail(ctx, w.ID, gen)
+		d.app.Streaks.Fail(ctx, w.ID, gen, uuid.New(), 1)
 	}
 	claim := fmt.Sprintf("%swh:streak:%s:%d:disable", d.app.Config.RedisPrefix, w.ID, gen)
 	if err := d.app.Redis.Set(ctx, claim, 1, time.Hour).Err(); err != nil {
