@@ -119,7 +119,7 @@ func TestEndpointLimit(t *testing.T) {
 		latency time.Duration
 		want    int
 	}{
-		{"an endpoint not yet heard from keeps to the base", 0, 8},
+		{"an endpoint not yet heard from has one request out", 0, 1},
 		{"a fast endpoint may have eight times as many in flight", 10 * time.Millisecond, 64},
 		{"one just under the fast bound is fast", FastAnswer - time.Millisecond, 64},
 		{"a slow endpoint keeps to the base", FastAnswer, 8},
@@ -129,6 +129,61 @@ func TestEndpointLimit(t *testing.T) {
 			e := &endpoint{latency: tc.latency}
 			if got := e.limit(8); got != tc.want {
 				t.Fatalf("limit %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAnEndpointHoldsWhatItWorksWithinSlowDrain: a slow endpoint (its
+// answer time, or how long it has gone without an answer, at SlowAnswer or
+// more) holds as many waiting tasks as it works within SlowDrain, and its
+// deferred tasks wait for the time it would take for MaxQueuedPerEndpoint.
+func TestAnEndpointHoldsWhatItWorksWithinSlowDrain(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name      string
+		latency   time.Duration
+		inflight  int
+		quiet     time.Duration // since a request last ended (or one went out)
+		queued    int
+		slow      bool
+		bound     int
+		deferred  bool
+		drain     time.Duration
+		tierIndex int
+	}{
+		{"a fast endpoint holds its backlog, however long", 20 * time.Millisecond, 64, 10 * time.Millisecond, 5000, false, 0, false, 0, 0},
+		{"a fast endpoint's hiccup is not slowness", 20 * time.Millisecond, 64, 200 * time.Millisecond, 5000, false, 0, false, 0, 0},
+		{"a fast endpoint quiet for 4 s holds what it works in 10 s at that pace", 20 * time.Millisecond, 64, 4 * time.Second, 5000, true, 160, true, 128 * time.Second, 1},
+		{"an endpoint answering in a second holds 80", time.Second, 8, 100 * time.Millisecond, 81, true, 80, true, 32 * time.Second, 0},
+		{"an endpoint answering in a second holding 80 defers nothing", time.Second, 8, 100 * time.Millisecond, 80, true, 80, false, 32 * time.Second, 0},
+		{"an endpoint timing out holds one task per request", 10 * time.Second, 8, time.Second, 300, true, 8, true, 320 * time.Second, 2},
+		{"an endpoint never heard from, quiet for half a second, holds 20", 0, 1, 500 * time.Millisecond, 300, true, 20, true, 320 * time.Second, 2},
+		{"an endpoint never heard from, just sent to, is not slow", 0, 1, 10 * time.Millisecond, 300, false, 0, false, 0, 0},
+		{"an idle slow endpoint is slow by its answer time", 2 * time.Second, 0, time.Hour, 50, true, 40, true, 64 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &endpoint{latency: tc.latency, inflight: tc.inflight, busy: now.Add(-time.Hour), lastEnd: now.Add(-tc.quiet),
+				queue: make([]job, tc.queued)}
+			if got := e.slow(now); got != tc.slow {
+				t.Fatalf("slow %v, want %v (pace %v)", got, tc.slow, e.pace(now))
+			}
+			if got := e.backlogged(8, now); got != tc.deferred {
+				t.Errorf("backlogged %v, want %v (bound %d)", got, tc.deferred, e.bound(8, now))
+			}
+			if !tc.slow {
+				return
+			}
+			if got := e.bound(8, now); got != tc.bound {
+				t.Errorf("bound %d, want %d", got, tc.bound)
+			}
+			drain := e.drain(8, 10*time.Second, now)
+			if drain < tc.drain || drain > tc.drain+tc.drain/100 {
+				t.Errorf("drain %v, want %v", drain, tc.drain)
+			}
+			delays := []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour}
+			if got := DeferTier(delays, drain); got != tc.tierIndex {
+				t.Errorf("deferred to tier %d, want %d", got, tc.tierIndex)
 			}
 		})
 	}

@@ -20,12 +20,13 @@ import (
 // partitions over the instances.
 const SenderGroup = "delivery.sender"
 
-// MaxQueuedPerEndpoint, SlowAnswer and SlowDrain bound what one slow
-// endpoint may hold in memory: when more than MaxQueuedPerEndpoint of its
-// tasks wait, it takes SlowAnswer or more per request, and at that pace they
-// would take longer than SlowDrain, the rest are deferred to the first retry
-// tier. A fast endpoint's backlog is simply worked, even when this process
-// is so busy that its requests take tens of milliseconds.
+// SlowAnswer, SlowDrain and MaxQueuedPerEndpoint bound what a slow
+// endpoint may hold in memory: one that takes SlowAnswer or more per
+// request (or has gone that long without an answer) holds the tasks it
+// works within SlowDrain at that pace, and the rest are deferred to the
+// first retry tier whose wait covers MaxQueuedPerEndpoint of them. A fast
+// endpoint's backlog is simply worked, even when this process is so busy
+// that its requests take tens of milliseconds.
 const (
 	MaxQueuedPerEndpoint = 256
 	SlowAnswer           = 250 * time.Millisecond

@@ -48,8 +48,13 @@ type job struct {
 
 type endpoint struct {
 	queue   []job
-	running int
+	running int           // workers (each with at most one request out)
 	latency time.Duration // moving average of its attempts
+	// Requests out now; since when one has been out (busy) and when the
+	// last one ended: together they tell how long the endpoint has gone
+	// without an answer (stall).
+	inflight      int
+	busy, lastEnd time.Time
 }
 
 // limit is how many requests the endpoint may have in flight: perEndpoint,
@@ -57,9 +62,14 @@ type endpoint struct {
 // with one endpoint taking thousands of events a second needs more than a
 // handful in flight; an endpoint that answers slowly (or not at all, until
 // the timeout) keeps to perEndpoint, so slow ones cannot take the shared
-// slots from the others.
+// slots from the others. Until its first answer an endpoint has one
+// request out: one that never answers holds one slot, not perEndpoint,
+// before it is known to be slow.
 func (e *endpoint) limit(perEndpoint int) int {
-	if e.latency > 0 && e.latency < FastAnswer {
+	switch {
+	case e.latency == 0:
+		return 1
+	case e.latency < FastAnswer:
 		return MaxPerEndpoint(perEndpoint)
 	}
 	return perEndpoint
@@ -69,17 +79,52 @@ func (e *endpoint) limit(perEndpoint int) int {
 // a sender configured with perEndpoint.
 func MaxPerEndpoint(perEndpoint int) int { return perEndpoint * FastFactor }
 
-// backlogged reports whether the endpoint is slow (answers in SlowAnswer
-// or more) and its waiting tasks would take longer than SlowDrain to work
-// at its pace: then more of them are deferred.
-func (e *endpoint) backlogged(perEndpoint int) bool {
-	return len(e.queue) >= MaxQueuedPerEndpoint && e.latency >= SlowAnswer && e.drain(perEndpoint) > SlowDrain
+// stall is how long the endpoint has had a request out with none ending.
+func (e *endpoint) stall(now time.Time) time.Duration {
+	if e.inflight == 0 {
+		return 0
+	}
+	since := e.busy
+	if e.lastEnd.After(since) {
+		since = e.lastEnd
+	}
+	return now.Sub(since)
 }
 
-// drain is how long the endpoint needs for the tasks it holds, at its own
-// answer time and concurrency.
-func (e *endpoint) drain(perEndpoint int) time.Duration {
-	return e.latency * time.Duration(len(e.queue)) / time.Duration(e.limit(perEndpoint))
+// pace is how long the endpoint takes per request: its answer time, or as
+// long as it has gone without an answer, when that is longer (an endpoint
+// that has never answered, or stopped answering, is judged before its
+// requests time out).
+func (e *endpoint) pace(now time.Time) time.Duration { return max(e.latency, e.stall(now)) }
+
+// slow reports whether the endpoint takes SlowAnswer or more per request.
+func (e *endpoint) slow(now time.Time) bool { return e.pace(now) >= SlowAnswer }
+
+// bound is how many waiting tasks a slow endpoint holds: as many as it
+// works within SlowDrain at its pace, and at least one per request it may
+// have out. The rest are deferred.
+func (e *endpoint) bound(perEndpoint int, now time.Time) int {
+	limit := e.limit(perEndpoint)
+	return max(limit, int(SlowDrain*time.Duration(limit)/e.pace(now)))
+}
+
+// backlogged reports whether the endpoint is slow and holds more waiting
+// tasks than its bound.
+func (e *endpoint) backlogged(perEndpoint int, now time.Time) bool {
+	return e.slow(now) && len(e.queue) > e.bound(perEndpoint, now)
+}
+
+// drain is how long a slow endpoint would need for MaxQueuedPerEndpoint
+// tasks at its pace, perEndpoint at a time: the time its deferred tasks
+// wait for (DeferTier), long enough that they do not come back to be
+// deferred again. An endpoint that has never answered is taken to answer
+// at the attempt timeout.
+func (e *endpoint) drain(perEndpoint int, timeout time.Duration, now time.Time) time.Duration {
+	pace := e.pace(now)
+	if e.latency == 0 {
+		pace = max(pace, timeout)
+	}
+	return pace * MaxQueuedPerEndpoint / time.Duration(perEndpoint)
 }
 
 // DeferTier is the retry tier a deferred task goes to: the first whose
@@ -104,6 +149,10 @@ type session struct {
 	ends   map[uuid.UUID]*endpoint
 	buffer chan struct{} // one slot per record held
 	reqs   chan struct{} // one slot per request in flight
+	// One slot per request in flight to a slow endpoint: slow endpoints
+	// together have at most half of reqs, so endpoints that do not answer
+	// cannot take every request slot from those that do.
+	slowReqs chan struct{}
 	// One slot per attempt between its request and its recorded outcome:
 	// when outcomes cannot be recorded (Kafka away), requests stop after
 	// Concurrency of them instead of running on through the buffer.
@@ -125,7 +174,7 @@ type taskKey struct {
 
 func (s *Sender) session(ctx context.Context) error {
 	ss := &session{s: s, ctx: ctx, parts: map[tp]*part{}, ends: map[uuid.UUID]*endpoint{}, running: map[taskKey]chan struct{}{},
-		buffer: make(chan struct{}, s.MaxBuffered), reqs: make(chan struct{}, s.Concurrency),
+		buffer: make(chan struct{}, s.MaxBuffered), reqs: make(chan struct{}, s.Concurrency), slowReqs: make(chan struct{}, max(1, s.Concurrency/2)),
 		unrecorded: make(chan struct{}, s.Concurrency)}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.Brokers...),
@@ -288,6 +337,7 @@ func (ss *session) commitLoop(done <-chan struct{}) {
 		case <-t.C:
 		}
 		ss.mu.Lock()
+		ss.tend(time.Now())
 		var live []tp
 		for k, st := range ss.parts {
 			if !st.revoked {
@@ -468,51 +518,103 @@ func (ss *session) wake(k tp, st *part) {
 
 // dispatch queues j on its endpoint; called with mu held.
 func (ss *session) dispatch(j job) {
+	now := time.Now()
 	e := ss.ends[j.task.WebhookID]
 	if e == nil {
 		e = &endpoint{}
 		ss.ends[j.task.WebhookID] = e
 	}
-	if e.backlogged(ss.s.PerEndpoint) {
-		j.part.inflight++
-		ss.wg.Add(1)
-		go ss.deferJobs([]job{j}, e.drain(ss.s.PerEndpoint))
-		return
-	}
 	e.queue = append(e.queue, j)
-	if e.running < e.limit(ss.s.PerEndpoint) {
+	ss.trim(e, now)
+	ss.staff(j.task.WebhookID, e, now)
+}
+
+// staff starts workers for the endpoint's waiting tasks, as many as no
+// worker is free for, up to its limit; called with mu held.
+func (ss *session) staff(id uuid.UUID, e *endpoint, now time.Time) {
+	for e.running < e.limit(ss.s.PerEndpoint) && e.running-e.inflight < len(e.queue) {
 		e.running++
 		ss.wg.Add(1)
-		go ss.work(j.task.WebhookID, e)
+		go ss.work(id, e, e.slow(now))
 	}
 }
 
+// trim defers the tasks a backlogged endpoint holds beyond its bound, the
+// newest first: its backlog then waits in Kafka, not in this process's
+// buffer, and other endpoints keep flowing. Called with mu held.
+func (ss *session) trim(e *endpoint, now time.Time) {
+	if !e.backlogged(ss.s.PerEndpoint, now) {
+		return
+	}
+	n := e.bound(ss.s.PerEndpoint, now)
+	extra := e.queue[n:]
+	e.queue = e.queue[:n:n]
+	for _, x := range extra {
+		x.part.inflight++
+	}
+	ss.wg.Add(1)
+	go ss.deferJobs(extra, e.drain(ss.s.PerEndpoint, ss.s.Timeout, now))
+}
+
+// tend trims every endpoint that went without an answer long enough to
+// be backlogged since its last task came (none of its requests ending, no
+// dispatch or request of it trims it), and forgets endpoints idle for
+// endpointMemory. Called with mu held, every commit tick.
+func (ss *session) tend(now time.Time) {
+	if ss.closed {
+		return // the session waits for its workers: it starts none
+	}
+	for id, e := range ss.ends {
+		ss.trim(e, now)
+		if e.running == 0 && len(e.queue) == 0 && now.Sub(e.lastEnd) > endpointMemory {
+			delete(ss.ends, id)
+		}
+	}
+}
+
+// endpointMemory is how long an idle endpoint's answer time is kept: its
+// next tasks are judged by it, not taken for a new endpoint's.
+const endpointMemory = 10 * time.Minute
+
 // work runs jobs of one endpoint until its queue is empty. A request slot
-// is taken before a job, and the job's partition is checked after, so a
-// job of a partition given up meanwhile is left to its next owner.
-func (ss *session) work(id uuid.UUID, e *endpoint) {
+// is taken before a job (and a slow endpoint's slot while the endpoint is
+// slow), and the job's partition is checked after, so a job of a
+// partition given up meanwhile is left to its next owner.
+func (ss *session) work(id uuid.UUID, e *endpoint, slow bool) {
 	defer ss.wg.Done()
 	for {
+		held := slow
+		if held {
+			ss.slowReqs <- struct{}{}
+		}
 		ss.reqs <- struct{}{}
+		release := func() {
+			<-ss.reqs
+			if held {
+				<-ss.slowReqs
+			}
+		}
 		ss.mu.Lock()
 		if len(e.queue) == 0 {
 			e.running--
-			if e.running == 0 {
-				delete(ss.ends, id)
-			}
 			ss.mu.Unlock()
-			<-ss.reqs
+			release()
 			return
 		}
 		j := e.queue[0]
 		e.queue = e.queue[1:]
 		if j.part.revoked || ss.ctx.Err() != nil {
+			slow = e.slow(time.Now())
 			ss.mu.Unlock()
-			<-ss.reqs
+			release()
 			<-ss.buffer // the next owner reads it again
 			continue
 		}
 		j.part.inflight++
+		if e.inflight == 0 {
+			e.busy = time.Now()
+		}
+		e.inflight++
 		key := taskKey{j.task.DeliveryID, j.task.Run, j.task.Attempt}
 		first, busy := ss.running[key]
 		mine := make(chan struct{})
@@ -547,7 +649,9 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 			<-ss.unrecorded
 		}()
 		took := <-sentCh
+		now := time.Now()
 		ss.mu.Lock()
+		e.inflight--
 		switch {
 		case took == 0: // no request made
 		case e.latency == 0:
@@ -555,17 +659,14 @@ func (ss *session) work(id uuid.UUID, e *endpoint) {
 		default:
 			e.latency = (4*e.latency + took) / 5
 		}
-		if e.backlogged(ss.s.PerEndpoint) {
-			extra := e.queue[MaxQueuedPerEndpoint:]
-			e.queue = e.queue[:MaxQueuedPerEndpoint:MaxQueuedPerEndpoint]
-			for _, x := range extra {
-				x.part.inflight++
-			}
-			ss.wg.Add(1)
-			go ss.deferJobs(extra, e.drain(ss.s.PerEndpoint))
+		if took > 0 {
+			e.lastEnd = now
 		}
+		ss.trim(e, now)
+		ss.staff(id, e, now) // its first answer, or a faster pace, raises its limit
+		slow = e.slow(now)
 		ss.mu.Unlock()
-		<-ss.reqs
+		release()
 	}
 }
 
@@ -590,8 +691,8 @@ func (ss *session) done(j job, err error) {
 // deferJobs moves tasks of a backlogged endpoint to a retry tier, attempts
 // unchanged: its backlog then waits in Kafka, not in this process's buffer,
 // and other endpoints keep flowing. The tier is the first whose wait covers
-// drain, the time the endpoint needs for what it already holds, so a task
-// does not come back only to be deferred again (an endpoint that always
+// drain (endpoint.drain), so a task does not come back only to be deferred
+// again (an endpoint that always
 // times out would otherwise cycle its whole backlog through the first tier).
 // A deferral done again (its records read again after a crash) puts the
 // tasks on the tier twice; their done marks let one copy of each be

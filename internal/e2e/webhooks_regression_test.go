@@ -10,6 +10,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/uuid"
 	"github.com/printpod/pod/delivery"
+	"github.com/printpod/pod/internal/config"
 	"github.com/printpod/pod/internal/testenv"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
 	"github.com/printpod/pod/schemas"
@@ -146,6 +147,49 @@ func TestDeliverySlowBacklogDoesNotStarveOthers(t *testing.T) {
 	}
 	if n := deferredTo(d.topic(schemas.WebhookRetryTiers[0])); n != 0 {
 		t.Errorf("%d deferred tasks of the slow endpoint in the first tier", n)
+	}
+}
+
+// TestEndpointsThatNeverAnswerHoldUpNoOtherEndpoint: three webhooks whose
+// endpoints hold every request (within a timeout no run reaches) are sent
+// more tasks than the sender holds in memory, then one task for a healthy
+// endpoint, with as many request slots as one endpoint may use. None of
+// the silent endpoints' requests ends, yet the sender finds them slow: it
+// keeps a few of their tasks and defers the rest, so it reads on, and has
+// one request out to each, so slots are left. The healthy endpoint gets
+// its request within seconds.
+func TestEndpointsThatNeverAnswerHoldUpNoOtherEndpoint(t *testing.T) {
+	waitsMostly(t)
+	silent, healthy := newReceiver(t), newReceiver(t)
+	silent.delay = func(received) time.Duration { return time.Hour }
+	defer silent.release()
+	d := startDemo(t, allow(silent, healthy), func(c *config.Config) {
+		c.WebhookTimeout, c.WebhookConcurrency, c.WebhookPerEndpoint = 2*time.Minute, 8, 8
+	})
+	var hooks []uuid.UUID
+	for i := range 3 {
+		hooks = append(hooks, createWebhook(t, d.client, silent.url(fmt.Sprintf("/silent/%d", i))).ID)
+	}
+	wh := createWebhook(t, d.client, healthy.url("/ok"))
+	now := time.Now().UTC()
+	var recs []*kgo.Record
+	for i := range 10200 {
+		r, _ := delivery.TaskRecord(d.topic(schemas.TopicWebhookDeliveries), demoTask(d, hooks[i%3], uuid.New(), 1, json.RawMessage(`{}`), now))
+		recs = append(recs, r)
+	}
+	r, _ := delivery.TaskRecord(d.topic(schemas.TopicWebhookDeliveries), demoTask(d, wh.ID, uuid.New(), 1, json.RawMessage(`{}`), now))
+	recs = append(recs, r)
+	if err := d.app.Producer.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if len(healthy.requests()) == 0 {
+			return fmt.Errorf("healthy endpoint got nothing; the silent ones hold %d requests", silent.inFlight())
+		}
+		return nil
+	})
+	if n := silent.inFlight(); n > len(hooks) {
+		t.Errorf("%d requests out to %d endpoints that never answered; want one each", n, len(hooks))
 	}
 }
 
