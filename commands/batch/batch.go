@@ -164,6 +164,35 @@ type runJob struct {
 	LogEnd map[int32]int64 `json:"log_end,omitempty"`
 }
 
+// Retention is how long a batch is kept, from its creation, once every
+// item of it is done: then Prune deletes it and its items (a GET of it is
+// a 404), like the delivery logs after their 30 days.
+const Retention = 30 * 24 * time.Hour
+
+// pruneRun is how many batches one statement of Prune deletes.
+const pruneRun = 500
+
+// Prune deletes the batches created more than keep ago whose items are all
+// done, and their items, a run at a time. A batch with an open item (an
+// undecided create) is kept until it is done.
+func Prune(ctx context.Context, pool *pgxpool.Pool, keep time.Duration) (int64, error) {
+	var total int64
+	for {
+		tag, err := pool.Exec(ctx, `DELETE FROM order_batches WHERE batch_id IN (
+			SELECT b.batch_id FROM order_batches b
+			WHERE b.created_at < now() - $1::interval
+				AND NOT EXISTS (SELECT 1 FROM order_batch_items i WHERE i.batch_id = b.batch_id AND NOT i.done)
+			ORDER BY b.created_at LIMIT $2)`, keep.String(), pruneRun)
+		if err != nil {
+			return total, fmt.Errorf("prune batches: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneRun {
+			return total, nil
+		}
+	}
+}
+
 // Store records a batch of account's order bodies and the jobs that work
 // them, in one transaction, and returns when it was created. A batch id
 // stored before (a keyed request repeated after its answer was lost, whose

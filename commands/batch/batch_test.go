@@ -394,3 +394,52 @@ func TestAJobWhosePayloadCannotBeReadEndsAtOnce(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFinishedBatchesAreDeletedAfterTheRetention: a batch older than the
+// retention whose items are all done goes with its items; one as old with
+// an item still open, and one done but younger, stay.
+func TestFinishedBatchesAreDeletedAfterTheRetention(t *testing.T) {
+	ctx, pool, _, _ := listening(t)
+	account := uuid.New()
+	type batch struct {
+		name string
+		age  time.Duration
+		open bool
+		kept bool
+	}
+	batches := []batch{
+		{"a finished batch past the retention is deleted", Retention + time.Hour, false, false},
+		{"a batch past the retention with an open item is kept", Retention + time.Hour, true, true},
+		{"a finished batch within the retention is kept", Retention - time.Hour, false, true},
+	}
+	ids := make([]uuid.UUID, len(batches))
+	for i, b := range batches {
+		ids[i] = uuid.New()
+		if _, err := Store(ctx, pool, ids[i], account, [][]byte{[]byte(`{}`), []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE order_batches SET created_at = now() - $2::interval WHERE batch_id = $1`, ids[i], b.age.String()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE order_batch_items SET done = true WHERE batch_id = $1 AND (idx = 0 OR NOT $2)`, ids[i], b.open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted, err := Prune(ctx, pool, Retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted != 1 {
+		t.Errorf("%d batches deleted, want 1", deleted)
+	}
+	for i, b := range batches {
+		var batches, items int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM order_batches WHERE batch_id = $1),
+			(SELECT count(*) FROM order_batch_items WHERE batch_id = $1)`, ids[i]).Scan(&batches, &items); err != nil {
+			t.Fatal(err)
+		}
+		if kept := batches == 1 && items == 2; kept != b.kept || (!kept && items != 0) {
+			t.Errorf("%s: %d batch rows and %d items left", b.name, batches, items)
+		}
+	}
+}

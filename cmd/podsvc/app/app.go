@@ -437,6 +437,9 @@ func (a *App) apiApp(ctx context.Context, server *podhttp.Server) (*fiber.App, e
 			if err := podhttp.PruneIdempotencySeeds(ctx, a.Pool); err != nil && ctx.Err() == nil {
 				a.Log.Warn("pruning idempotency seeds failed", "err", err)
 			}
+			if _, err := batch.Prune(ctx, a.Pool, batch.Retention); err != nil && ctx.Err() == nil {
+				a.Log.Warn("pruning finished batches failed", "err", err)
+			}
 		})
 	})
 	server.Counters = counters
