@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/testenv"
@@ -126,6 +127,73 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 			}
 			if tc.claimer == 10 && !tc.done && marks.Claim(ctx, topic, 3, 10, task) {
 				t.Fatal("the deferred record still attempts the task it handed over")
+			}
+		})
+	}
+
+	// A deferral claims each task for its record until past the copy's
+	// due time before it makes the copy. Cut short between the copy and
+	// the claim's move (a crash), the record is read again and attempts the
+	// task itself: its done mark must still stand when the copy comes due.
+	const wait = 30 * time.Minute
+	t.Run("a deferral cut short before its claim moved leaves a mark that outlives the copy's wait", func(t *testing.T) {
+		task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
+		t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
+		if mine, err := marks.Reserve(ctx, task, topic, 3, 10, wait); err != nil || !mine {
+			t.Fatalf("the deferring record's reservation: %v, %v", mine, err)
+		}
+		if !marks.Claim(ctx, topic, 3, 10, task) {
+			t.Fatal("the record read again after the crash skipped the task it had reserved")
+		}
+		if err := marks.Done(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		if ttl := client.PTTL(ctx, marks.key(task)).Val(); ttl < wait {
+			t.Errorf("the done mark lives %v; the copy comes due in %v", ttl, wait)
+		}
+		if marks.Claim(ctx, tier, 3, 7, task) {
+			t.Error("the copy attempted the task its record attempted")
+		}
+	})
+	t.Run("a deferral hands its reservation to the copy, time to live and all", func(t *testing.T) {
+		task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
+		t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
+		if mine, err := marks.Reserve(ctx, task, topic, 3, 10, wait); err != nil || !mine {
+			t.Fatalf("the deferring record's reservation: %v, %v", mine, err)
+		}
+		if err := marks.Move(ctx, task, topic, 3, 10, tier, 3, 7); err != nil {
+			t.Fatal(err)
+		}
+		if marks.Claim(ctx, topic, 3, 10, task) {
+			t.Error("the deferred record read again attempted the task its copy holds")
+		}
+		if ttl := client.PTTL(ctx, marks.key(task)).Val(); ttl < wait {
+			t.Errorf("the copy's claim lives %v; the copy comes due in %v", ttl, wait)
+		}
+		if !marks.Claim(ctx, tier, 3, 7, task) {
+			t.Error("the copy did not attempt its task")
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		done bool
+	}{{"a task another record claimed is not deferred", false}, {"a task done is not deferred", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
+			t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
+			if !marks.Claim(ctx, topic, 3, 42, task) {
+				t.Fatal("the first claim was refused")
+			}
+			if tc.done {
+				if err := marks.Done(ctx, task); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if mine, err := marks.Reserve(ctx, task, topic, 3, 10, wait); err != nil || mine {
+				t.Fatalf("reserved %v, %v; want refused", mine, err)
+			}
+			if ttl := client.PTTL(ctx, marks.key(task)).Val(); ttl > IDTTL {
+				t.Errorf("the claim's time to live grew to %v", ttl)
 			}
 		})
 	}

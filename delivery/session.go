@@ -700,10 +700,29 @@ func (ss *session) done(j job, err error) {
 // attempt was cut short) has its claim handed to its copy on the tier,
 // retried while Redis is away; a deferral cut short by shutdown before
 // that is done leaves its records unfinished, for their next reading.
-func (ss *session) deferJobs(jobs []job, drain time.Duration) {
+// Before its copy is made each task is claimed for its record until past
+// the copy's due time (DoneMarks.Reserve), so the copy finds the task done
+// even when the record, read again after a crash, attempted it itself. A
+// task done, or claimed by another record, is not deferred: that record
+// attempts it.
+func (ss *session) deferJobs(all []job, drain time.Duration) {
 	defer ss.wg.Done()
 	tier := DeferTier(ss.s.Delays, drain)
 	due := time.Now().UTC().Add(ss.s.Delays[tier])
+	jobs := make([]job, 0, len(all))
+	warned := false
+	for _, j := range all {
+		mine, err := ss.s.Marks.Reserve(ss.ctx, j.task, j.tp.topic, j.tp.partition, j.offset, ss.s.Delays[tier])
+		if err != nil && !warned {
+			warned = true
+			ss.s.Log.Warn("claiming deferred tasks failed; deferring them unclaimed (Redis unavailable)", "err", err)
+		}
+		if mine {
+			jobs = append(jobs, j)
+		} else {
+			ss.done(j, nil) // done, or another record's to attempt
+		}
+	}
 	recs := make([]*kgo.Record, 0, len(jobs))
 	var err error
 	for _, j := range jobs {

@@ -198,7 +198,49 @@ func (m *DoneMarks) Release(ctx context.Context, t schemas.DeliveryTask, topic s
 	return err
 }
 
-// Done marks t done once its outcome is recorded.
+// markDoneKeeping sets a task's mark (KEYS[1]) done, keeping the claim's
+// time to live (that of a deferred task's lasts until its copy is due), or
+// for ARGV[1] seconds when there was no claim.
+var markDoneKeeping = redis.NewScript(`if redis.call("SET", KEYS[1], ARGV[2], "XX", "KEEPTTL") then
+	return 1
+end
+redis.call("SET", KEYS[1], ARGV[2], "EX", ARGV[1])
+return 1`)
+
+// Done marks t done once its outcome is recorded, for as long as its
+// claim was to last (IDTTL when it had none).
 func (m *DoneMarks) Done(ctx context.Context, t schemas.DeliveryTask) error {
-	return m.Redis.Set(ctx, m.key(t), markDone, IDTTL).Err()
+	return markDoneKeeping.Run(ctx, m.Redis, []string{m.key(t)}, int(IDTTL/time.Second), markDone).Err()
+}
+
+// reserveClaim claims a task (KEYS[1]) for a record (ARGV[1]) that is
+// about to defer it, for ARGV[2] milliseconds, or lengthens the record's
+// own claim to that; 0 when another record holds it or it is done.
+var reserveClaim = redis.NewScript(`local held = redis.call("GET", KEYS[1])
+if not held then
+	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+	return 1
+end
+if held ~= ARGV[1] then
+	return 0
+end
+if redis.call("PTTL", KEYS[1]) < tonumber(ARGV[2]) then
+	redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 1`)
+
+// Reserve claims t for the record at offset of topic's partition, which
+// is about to defer it to a copy that comes due after wait, until IDTTL
+// past that (Move then hands the claim to the copy, time to live and all).
+// Should the deferral be cut short before the claim moves, the record is
+// read again and works or defers t itself, and its mark (kept by Done)
+// still stands when the copy comes due: the copy skips the task. It reports
+// false when another record holds t's claim, or t is done: the record need
+// not defer it. Without Redis it reports true: the task is deferred.
+func (m *DoneMarks) Reserve(ctx context.Context, t schemas.DeliveryTask, topic string, partition int32, offset int64, wait time.Duration) (bool, error) {
+	n, err := reserveClaim.Run(ctx, m.Redis, []string{m.key(t)}, recordMark(topic, partition, offset), (wait + IDTTL).Milliseconds()).Int()
+	if err != nil {
+		return true, err
+	}
+	return n == 1, nil
 }
