@@ -59,12 +59,12 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 			task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 2}
 			t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
 			for i, r := range tc.reads {
-				got := marks.Claim(ctx, topic, r.partition, r.offset, task)
+				got := claim(marks, ctx, topic, r.partition, r.offset, task)
 				if got != tc.want[i] {
 					t.Fatalf("read %d (partition %d, offset %d): attempted %v, want %v", i+1, r.partition, r.offset, got, tc.want[i])
 				}
 				if got && r.done {
-					if err := marks.Done(ctx, task); err != nil {
+					if err := marks.Done(ctx, task, false); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -83,13 +83,13 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 		renewed := old
 		renewed.Gen = 2
 		t.Cleanup(func() { client.Del(context.Background(), marks.key(old), marks.key(renewed)) })
-		if !marks.Claim(ctx, topic, 3, 10, old) {
+		if !claim(marks, ctx, topic, 3, 10, old) {
 			t.Fatal("the first copy was not claimed")
 		}
-		if err := marks.Done(ctx, old); err != nil {
+		if err := marks.Done(ctx, old, false); err != nil {
 			t.Fatal(err)
 		}
-		if !marks.Claim(ctx, topic, 3, 42, renewed) {
+		if !claim(marks, ctx, topic, 3, 42, renewed) {
 			t.Fatal("the task of the new generation was skipped: the old copy's mark took it")
 		}
 	})
@@ -110,11 +110,11 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 			task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
 			t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
 			if tc.claimer >= 0 {
-				if !marks.Claim(ctx, topic, 3, tc.claimer, task) {
+				if !claim(marks, ctx, topic, 3, tc.claimer, task) {
 					t.Fatal("the first claim was refused")
 				}
 				if tc.done {
-					if err := marks.Done(ctx, task); err != nil {
+					if err := marks.Done(ctx, task, false); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -122,10 +122,10 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 			if err := marks.Move(ctx, task, topic, 3, 10, tier, 3, 7); err != nil {
 				t.Fatal(err)
 			}
-			if got := marks.Claim(ctx, tier, 3, 7, task); got != tc.want {
+			if got := claim(marks, ctx, tier, 3, 7, task); got != tc.want {
 				t.Fatalf("the copy on the tier attempted %v, want %v", got, tc.want)
 			}
-			if tc.claimer == 10 && !tc.done && marks.Claim(ctx, topic, 3, 10, task) {
+			if tc.claimer == 10 && !tc.done && claim(marks, ctx, topic, 3, 10, task) {
 				t.Fatal("the deferred record still attempts the task it handed over")
 			}
 		})
@@ -142,17 +142,37 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 		if mine, err := marks.Reserve(ctx, task, topic, 3, 10, wait); err != nil || !mine {
 			t.Fatalf("the deferring record's reservation: %v, %v", mine, err)
 		}
-		if !marks.Claim(ctx, topic, 3, 10, task) {
-			t.Fatal("the record read again after the crash skipped the task it had reserved")
+		claimed, again := marks.Claim(ctx, topic, 3, 10, task)
+		if !claimed || !again {
+			t.Fatalf("the record read again after the crash: attempted %v, its own claim %v; want both", claimed, again)
 		}
-		if err := marks.Done(ctx, task); err != nil {
+		if err := marks.Done(ctx, task, again); err != nil {
 			t.Fatal(err)
 		}
 		if ttl := client.PTTL(ctx, marks.key(task)).Val(); ttl < wait {
 			t.Errorf("the done mark lives %v; the copy comes due in %v", ttl, wait)
 		}
-		if marks.Claim(ctx, tier, 3, 7, task) {
+		if claim(marks, ctx, tier, 3, 7, task) {
 			t.Error("the copy attempted the task its record attempted")
+		}
+	})
+	t.Run("a record read again long after its claim marks its task done for the full time", func(t *testing.T) {
+		task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
+		t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
+		// Its claim has a minute left (its first reading's attempt was
+		// retried for fourteen).
+		if err := client.Set(ctx, marks.key(task), recordMark(topic, 3, 10), time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		claimed, again := marks.Claim(ctx, topic, 3, 10, task)
+		if !claimed || !again {
+			t.Fatalf("attempted %v, its own claim %v; want both", claimed, again)
+		}
+		if err := marks.Done(ctx, task, again); err != nil {
+			t.Fatal(err)
+		}
+		if ttl := client.PTTL(ctx, marks.key(task)).Val(); ttl < IDTTL-time.Minute {
+			t.Errorf("the done mark lives %v; want %v", ttl, IDTTL)
 		}
 	})
 	t.Run("a deferral hands its reservation to the copy, time to live and all", func(t *testing.T) {
@@ -164,13 +184,13 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 		if err := marks.Move(ctx, task, topic, 3, 10, tier, 3, 7); err != nil {
 			t.Fatal(err)
 		}
-		if marks.Claim(ctx, topic, 3, 10, task) {
+		if claim(marks, ctx, topic, 3, 10, task) {
 			t.Error("the deferred record read again attempted the task its copy holds")
 		}
 		if ttl := client.PTTL(ctx, marks.key(task)).Val(); ttl < wait {
 			t.Errorf("the copy's claim lives %v; the copy comes due in %v", ttl, wait)
 		}
-		if !marks.Claim(ctx, tier, 3, 7, task) {
+		if !claim(marks, ctx, tier, 3, 7, task) {
 			t.Error("the copy did not attempt its task")
 		}
 	})
@@ -181,11 +201,11 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
 			t.Cleanup(func() { client.Del(context.Background(), marks.key(task)) })
-			if !marks.Claim(ctx, topic, 3, 42, task) {
+			if !claim(marks, ctx, topic, 3, 42, task) {
 				t.Fatal("the first claim was refused")
 			}
 			if tc.done {
-				if err := marks.Done(ctx, task); err != nil {
+				if err := marks.Done(ctx, task, false); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -204,10 +224,10 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 		m := &DoneMarks{Redis: down, Prefix: marks.Prefix}
 		task := schemas.DeliveryTask{DeliveryID: uuid.New(), Run: 1, Attempt: 1}
 		for i := range 2 {
-			if !m.Claim(ctx, topic, 0, 5, task) {
+			if !claim(m, ctx, topic, 0, 5, task) {
 				t.Fatalf("read %d skipped its task with Redis away", i+1)
 			}
-			_ = m.Done(ctx, task)
+			_ = m.Done(ctx, task, false)
 		}
 	})
 }
@@ -256,4 +276,10 @@ func TestAFailedDeliveryCountsOnceInItsWebhooksStreak(t *testing.T) {
 			t.Errorf("step %d, %s: the webhook shows %d failures, want %d", i, step.name, counts[0], step.want)
 		}
 	}
+}
+
+// claim is whether a record's reading attempts its task.
+func claim(m *DoneMarks, ctx context.Context, topic string, partition int32, offset int64, t schemas.DeliveryTask) bool {
+	attempt, _ := m.Claim(ctx, topic, partition, offset, t)
+	return attempt
 }

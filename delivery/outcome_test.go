@@ -116,17 +116,19 @@ func TestOutcome(t *testing.T) {
 func TestEndpointLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
+		heard   bool
 		latency time.Duration
 		want    int
 	}{
-		{"an endpoint not yet heard from has one request out", 0, 1},
-		{"a fast endpoint may have eight times as many in flight", 10 * time.Millisecond, 64},
-		{"one just under the fast bound is fast", FastAnswer - time.Millisecond, 64},
-		{"a slow endpoint keeps to the base", FastAnswer, 8},
-		{"a timing-out endpoint keeps to the base", 10 * time.Second, 8},
+		{"an endpoint none of whose attempts has ended has one request out", false, 0, 1},
+		{"an endpoint whose attempts made no request keeps to the base", true, 0, 8},
+		{"a fast endpoint may have eight times as many in flight", true, 10 * time.Millisecond, 64},
+		{"one just under the fast bound is fast", true, FastAnswer - time.Millisecond, 64},
+		{"a slow endpoint keeps to the base", true, FastAnswer, 8},
+		{"a timing-out endpoint keeps to the base", true, 10 * time.Second, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &endpoint{latency: tc.latency}
+			e := &endpoint{latency: tc.latency, heard: tc.heard}
 			if got := e.limit(8); got != tc.want {
 				t.Fatalf("limit %d, want %d", got, tc.want)
 			}
@@ -163,7 +165,7 @@ func TestAnEndpointHoldsWhatItWorksWithinSlowDrain(t *testing.T) {
 		{"an idle slow endpoint is slow by its answer time", 2 * time.Second, 0, time.Hour, 50, true, 40, true, 64 * time.Second, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &endpoint{latency: tc.latency, inflight: tc.inflight, busy: now.Add(-time.Hour), lastEnd: now.Add(-tc.quiet),
+			e := &endpoint{latency: tc.latency, heard: tc.latency > 0, inflight: tc.inflight, busy: now.Add(-time.Hour), lastEnd: now.Add(-tc.quiet),
 				queue: make([]job, tc.queued)}
 			if got := e.slow(now); got != tc.slow {
 				t.Fatalf("slow %v, want %v (pace %v)", got, tc.slow, e.pace(now))

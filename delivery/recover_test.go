@@ -33,7 +33,7 @@ func TestAnAttemptThatPanicsIsDeadLettered(t *testing.T) {
 	f := newPanicFixture(t)
 	task, rec := f.task(t, 1)
 
-	if err := f.session.attemptRecovering(job{tp: tp{rec.Topic, rec.Partition}, offset: rec.Offset, task: task, rec: rec}, nil); err != nil {
+	if err := f.session.attemptRecovering(job{tp: tp{rec.Topic, rec.Partition}, offset: rec.Offset, task: task, rec: rec}, nil, nil); err != nil {
 		t.Fatalf("the panicking attempt ended with %v, want finished", err)
 	}
 	consumer, err := kgo.NewClient(kgo.SeedBrokers(f.cluster.ListenAddrs()...), kgo.ConsumeTopics(f.dlq))
@@ -67,7 +67,7 @@ pod_consumer_dead_letters_total{consumer="delivery.sender"} 1
 	// Found by review: the dead-lettered record kept its claim on the task
 	// for 15 minutes, so the dead letter redriven within them (a copy at a
 	// new offset) skipped the attempt that was never made.
-	if !f.session.s.Marks.Claim(f.ctx, rec.Topic, rec.Partition, 97, task) {
+	if claimed, _ := f.session.s.Marks.Claim(f.ctx, rec.Topic, rec.Partition, 97, task); !claimed {
 		t.Error("the redriven task found the dead-lettered record's claim and would skip its attempt")
 	}
 }
@@ -113,7 +113,7 @@ func TestAPanicAfterTheOutcomeIsRecordedLeavesNoDeadLetter(t *testing.T) {
 		panic("the disable's send broke")
 	}
 
-	if err := f.session.attemptRecovering(job{tp: tp{rec.Topic, rec.Partition}, offset: rec.Offset, task: task, rec: rec}, nil); err != nil {
+	if err := f.session.attemptRecovering(job{tp: tp{rec.Topic, rec.Partition}, offset: rec.Offset, task: task, rec: rec}, nil, nil); err != nil {
 		t.Fatalf("the attempt ended with %v, want finished", err)
 	}
 	if disables != 1 {

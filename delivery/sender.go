@@ -114,15 +114,20 @@ func (s *Sender) Run(ctx context.Context) {
 // returns an error only when the outcome could not be recorded before ctx
 // ended.
 //
-// sent, when not nil, is called once the request is over (with its
-// duration) or known not to be made (with 0), before the outcome is
-// recorded; recorded, when not nil, once the outcome is on the log.
-func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration), recorded func()) error {
+// sending, when not nil, is called right before the request goes out;
+// sent, when not nil, once the request is over (with its duration) or
+// known not to be made (with 0), before the outcome is recorded;
+// recorded, when not nil, once the outcome is on the log.
+func (s *Sender) attempt(ctx context.Context, j job, sending func(), sent func(time.Duration), recorded func()) error {
 	if sent == nil {
 		sent = func(time.Duration) {}
 	}
+	if sending == nil {
+		sending = func() {}
+	}
 	t := j.task
-	if !s.Marks.Claim(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t) {
+	claimed, again := s.Marks.Claim(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t)
+	if !claimed {
 		return nil // done before, or another record carrying the task is worked
 	}
 	var hook *Hook
@@ -149,6 +154,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration), r
 		answer = Attempted{Unsent: true, Failure: FailureUnsigned, At: time.Now()}
 		sent(0)
 	case active:
+		sending()
 		start := time.Now()
 		func() {
 			s.Metrics.addInFlight(1)
@@ -206,7 +212,7 @@ func (s *Sender) attempt(ctx context.Context, j job, sent func(time.Duration), r
 		recorded()
 	}
 	rctx := context.WithoutCancel(ctx)
-	_ = s.Marks.Done(rctx, t)
+	_ = s.Marks.Done(rctx, t, again)
 	if reset != nil && reset.Err() != nil {
 		s.Log.Warn("failure streak not reset (Redis unavailable)", "webhook", t.WebhookID, "err", reset.Err())
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +56,7 @@ type endpoint struct {
 	// without an answer (stall).
 	inflight      int
 	busy, lastEnd time.Time
+	heard         bool // an attempt of it has ended (a request made or not)
 }
 
 // limit is how many requests the endpoint may have in flight: perEndpoint,
@@ -62,14 +64,14 @@ type endpoint struct {
 // with one endpoint taking thousands of events a second needs more than a
 // handful in flight; an endpoint that answers slowly (or not at all, until
 // the timeout) keeps to perEndpoint, so slow ones cannot take the shared
-// slots from the others. Until its first answer an endpoint has one
+// slots from the others. Until its first attempt ends an endpoint has one
 // request out: one that never answers holds one slot, not perEndpoint,
 // before it is known to be slow.
 func (e *endpoint) limit(perEndpoint int) int {
 	switch {
-	case e.latency == 0:
+	case !e.heard:
 		return 1
-	case e.latency < FastAnswer:
+	case e.latency > 0 && e.latency < FastAnswer:
 		return MaxPerEndpoint(perEndpoint)
 	}
 	return perEndpoint
@@ -478,7 +480,7 @@ func (ss *session) deadLetter(st *part, r *kgo.Record, cause error) {
 // task is finished once its dead letter is on the log. A panic after the
 // attempt's outcome is on the log only ends the attempt: the task is
 // done, and a dead letter of it, redriven, would deliver it again.
-func (ss *session) attemptRecovering(j job, sent func(time.Duration)) (err error) {
+func (ss *session) attemptRecovering(j job, sending func(), sent func(time.Duration)) (err error) {
 	recorded := false
 	defer func() {
 		p := recover()
@@ -502,7 +504,7 @@ func (ss *session) attemptRecovering(j job, sent func(time.Duration)) (err error
 			}
 		}
 	}()
-	return ss.s.attempt(ss.ctx, j, sent, func() { recorded = true })
+	return ss.s.attempt(ss.ctx, j, sending, sent, func() { recorded = true })
 }
 
 func (ss *session) wake(k tp, st *part) {
@@ -524,8 +526,13 @@ func (ss *session) dispatch(j job) {
 		e = &endpoint{}
 		ss.ends[j.task.WebhookID] = e
 	}
+	if e.slow(now) && len(e.queue) >= e.bound(ss.s.PerEndpoint, now) {
+		j.part.inflight++
+		ss.wg.Add(1)
+		go ss.deferJobs([]job{j}, e.drain(ss.s.PerEndpoint, ss.s.Timeout, now))
+		return
+	}
 	e.queue = append(e.queue, j)
-	ss.trim(e, now)
 	ss.staff(j.task.WebhookID, e, now)
 }
 
@@ -543,12 +550,13 @@ func (ss *session) staff(id uuid.UUID, e *endpoint, now time.Time) {
 // newest first: its backlog then waits in Kafka, not in this process's
 // buffer, and other endpoints keep flowing. Called with mu held.
 func (ss *session) trim(e *endpoint, now time.Time) {
-	if !e.backlogged(ss.s.PerEndpoint, now) {
-		return
+	if ss.ctx.Err() != nil || !e.backlogged(ss.s.PerEndpoint, now) {
+		return // shutting down: the tasks are left to their next reading
 	}
 	n := e.bound(ss.s.PerEndpoint, now)
-	extra := e.queue[n:]
-	e.queue = e.queue[:n:n]
+	extra := slices.Clone(e.queue[n:])
+	clear(e.queue[n:])
+	e.queue = e.queue[:n]
 	for _, x := range extra {
 		x.part.inflight++
 	}
@@ -595,6 +603,14 @@ func (ss *session) work(id uuid.UUID, e *endpoint, slow bool) {
 			}
 		}
 		ss.mu.Lock()
+		if !held && e.slow(time.Now()) {
+			// It turned slow while this worker waited for the slot: it
+			// waits for a slow endpoint's slot first.
+			ss.mu.Unlock()
+			release()
+			slow = true
+			continue
+		}
 		if len(e.queue) == 0 {
 			e.running--
 			ss.mu.Unlock()
@@ -611,10 +627,6 @@ func (ss *session) work(id uuid.UUID, e *endpoint, slow bool) {
 			continue
 		}
 		j.part.inflight++
-		if e.inflight == 0 {
-			e.busy = time.Now()
-		}
-		e.inflight++
 		key := taskKey{j.task.DeliveryID, j.task.Run, j.task.Attempt}
 		first, busy := ss.running[key]
 		mine := make(chan struct{})
@@ -630,14 +642,27 @@ func (ss *session) work(id uuid.UUID, e *endpoint, slow bool) {
 		// recorded (a produce, Redis marks) while this worker goes on with
 		// the endpoint's next task. A copy of the task waits for the
 		// recording (running), and the offset is finished after it.
+		// Only the request itself counts towards the endpoint's stall: not
+		// the wait for a slot to record in, nor the claim or the webhook's
+		// lookup (Kafka, Redis or Postgres being slow is not the endpoint).
 		sentCh := make(chan time.Duration, 1)
 		var once sync.Once
 		sent := func(took time.Duration) { once.Do(func() { sentCh <- took }) }
+		out := false // under mu
+		sending := func() {
+			ss.mu.Lock()
+			defer ss.mu.Unlock()
+			if e.inflight == 0 {
+				e.busy = time.Now()
+			}
+			e.inflight++
+			out = true
+		}
 		ss.unrecorded <- struct{}{}
 		ss.wg.Add(1)
 		go func() {
 			defer ss.wg.Done()
-			err := ss.attemptRecovering(j, sent)
+			err := ss.attemptRecovering(j, sending, sent)
 			sent(0)
 			if !busy {
 				ss.mu.Lock()
@@ -651,7 +676,10 @@ func (ss *session) work(id uuid.UUID, e *endpoint, slow bool) {
 		took := <-sentCh
 		now := time.Now()
 		ss.mu.Lock()
-		e.inflight--
+		if out {
+			e.inflight--
+		}
+		e.heard = true
 		switch {
 		case took == 0: // no request made
 		case e.latency == 0:
@@ -712,7 +740,7 @@ func (ss *session) deferJobs(all []job, drain time.Duration) {
 	jobs := make([]job, 0, len(all))
 	warned := false
 	for _, j := range all {
-		mine, err := ss.s.Marks.Reserve(ss.ctx, j.task, j.tp.topic, j.tp.partition, j.offset, ss.s.Delays[tier])
+		mine, err := ss.s.Marks.Reserve(context.WithoutCancel(ss.ctx), j.task, j.tp.topic, j.tp.partition, j.offset, ss.s.Delays[tier])
 		if err != nil && !warned {
 			warned = true
 			ss.s.Log.Warn("claiming deferred tasks failed; deferring them unclaimed (Redis unavailable)", "err", err)

@@ -148,12 +148,14 @@ func recordMark(topic string, partition int32, offset int64) string {
 
 // Claim reports whether the record at offset should attempt its task t: it
 // claims the task when no record has, and answers true for the claimant.
-func (m *DoneMarks) Claim(ctx context.Context, topic string, partition int32, offset int64, t schemas.DeliveryTask) bool {
+// again says the record held the claim before (it is read again, or its
+// deferral reserved the task): Done then keeps the claim's time to live.
+func (m *DoneMarks) Claim(ctx context.Context, topic string, partition int32, offset int64, t schemas.DeliveryTask) (attempt, again bool) {
 	me := recordMark(topic, partition, offset)
 	held, err := m.Redis.SetArgs(ctx, m.key(t), me, redis.SetArgs{Mode: "NX", Get: true, TTL: IDTTL}).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return true // no mark was there: claimed now
+		return true, false // no mark was there: claimed now
 	case err != nil:
 		// No Redis, or one older than 7: every record is worked, and a task
 		// read twice is attempted twice.
@@ -161,9 +163,9 @@ func (m *DoneMarks) Claim(ctx context.Context, topic string, partition int32, of
 			m.lastWarn.Store(now)
 			m.Log.Warn("claiming delivery tasks failed; attempting them unclaimed (Redis unavailable, or older than 7)", "err", err)
 		}
-		return true
+		return true, false
 	}
-	return held == me
+	return held == me, held == me
 }
 
 // moveClaim hands a task's claim from one record to another, and only if
@@ -198,19 +200,24 @@ func (m *DoneMarks) Release(ctx context.Context, t schemas.DeliveryTask, topic s
 	return err
 }
 
-// markDoneKeeping sets a task's mark (KEYS[1]) done, keeping the claim's
-// time to live (that of a deferred task's lasts until its copy is due), or
-// for ARGV[1] seconds when there was no claim.
-var markDoneKeeping = redis.NewScript(`if redis.call("SET", KEYS[1], ARGV[2], "XX", "KEEPTTL") then
-	return 1
+// markDoneKeeping sets a task's mark (KEYS[1]) done for as long as its
+// claim was to last, and at least ARGV[1] milliseconds (that of a deferred
+// task lasts until past its copy's due time).
+var markDoneKeeping = redis.NewScript(`if redis.call("PTTL", KEYS[1]) > tonumber(ARGV[1]) then
+	redis.call("SET", KEYS[1], ARGV[2], "KEEPTTL")
+else
+	redis.call("SET", KEYS[1], ARGV[2], "PX", ARGV[1])
 end
-redis.call("SET", KEYS[1], ARGV[2], "EX", ARGV[1])
 return 1`)
 
-// Done marks t done once its outcome is recorded, for as long as its
-// claim was to last (IDTTL when it had none).
-func (m *DoneMarks) Done(ctx context.Context, t schemas.DeliveryTask) error {
-	return markDoneKeeping.Run(ctx, m.Redis, []string{m.key(t)}, int(IDTTL/time.Second), markDone).Err()
+// Done marks t done once its outcome is recorded, for IDTTL, or as long
+// as its claim was to last when longer and the claim was held before this
+// reading's (again, from Claim: a deferral reserved it).
+func (m *DoneMarks) Done(ctx context.Context, t schemas.DeliveryTask, again bool) error {
+	if again {
+		return markDoneKeeping.Run(ctx, m.Redis, []string{m.key(t)}, IDTTL.Milliseconds(), markDone).Err()
+	}
+	return m.Redis.Set(ctx, m.key(t), markDone, IDTTL).Err()
 }
 
 // reserveClaim claims a task (KEYS[1]) for a record (ARGV[1]) that is
@@ -233,8 +240,8 @@ return 1`)
 // is about to defer it to a copy that comes due after wait, until IDTTL
 // past that (Move then hands the claim to the copy, time to live and all).
 // Should the deferral be cut short before the claim moves, the record is
-// read again and works or defers t itself, and its mark (kept by Done)
-// still stands when the copy comes due: the copy skips the task. It reports
+// read again and works or defers t itself, finding its own claim, and its
+// mark (kept by Done) still stands when the copy comes due: the copy skips the task. It reports
 // false when another record holds t's claim, or t is done: the record need
 // not defer it. Without Redis it reports true: the task is deferred.
 func (m *DoneMarks) Reserve(ctx context.Context, t schemas.DeliveryTask, topic string, partition int32, offset int64, wait time.Duration) (bool, error) {
