@@ -108,7 +108,8 @@ type Result struct {
 	// got no answer (Status 0: not worked in the round's time) is taken
 	// as Unknown.
 	Unknown bool
-	// SendFailed marks a 5xx whose create command's send failed: the
+	// SendFailed marks a 5xx whose create command's send failed, other
+	// than by the broker's refusal of its size (order.Refused): the
 	// broker may have appended it all the same, so the item stays open
 	// past maxAttempts like an Unknown one, until a later attempt finds
 	// its decision or that the log holds none.
@@ -169,8 +170,9 @@ type runJob struct {
 // a 404), like the delivery logs after their 30 days.
 const Retention = 30 * 24 * time.Hour
 
-// pruneRun is how many batches one statement of Prune deletes.
-const pruneRun = 500
+// pruneRun is how many batches one statement of Prune deletes (with up to
+// 1,000 items each).
+const pruneRun = 20
 
 // Prune deletes the batches created more than keep ago whose items are all
 // done, and their items, a run at a time. A batch with an open item (an

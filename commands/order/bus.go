@@ -14,6 +14,7 @@ import (
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -67,9 +68,16 @@ func Send(ctx context.Context, producer *kgo.Client, n schemas.Naming, c Command
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("%w: %v", ErrCommandLog, err)
+		return fmt.Errorf("%w: %w", ErrCommandLog, err)
 	}
 	return nil
+}
+
+// Refused reports whether a send failed because the record was refused
+// for its size, which leaves it off the log for certain: any other failure
+// (a timeout, a connection lost) may have left it on the log all the same.
+func Refused(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
 // Decide sends c (unless it was decided already, e.g. a batch item worked a

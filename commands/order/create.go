@@ -174,11 +174,11 @@ func (c *Creator) Create(ctx context.Context, in CreateInput) (Created, error) {
 	}
 	dec, err := c.Bus.DecideNew(ctx, cmd, c.wait())
 	if err != nil {
-		// A command on the log (undecided), or whose send failed in
-		// flight (the broker may have appended it all the same), keeps
-		// the content's claim: should it be decided, a second create of
-		// the same content is its duplicate.
-		if !errors.Is(err, ErrUndecided) && !errors.Is(err, ErrCommandLog) {
+		// A command on the log (undecided), or whose send failed other
+		// than by a refusal (the broker may have appended it all the
+		// same), keeps the content's claim: should it be decided, a
+		// second create of the same content is its duplicate.
+		if !errors.Is(err, ErrUndecided) && (!errors.Is(err, ErrCommandLog) || Refused(err)) {
 			release()
 		}
 		return Created{}, err

@@ -16,6 +16,7 @@ import (
 	"github.com/printpod/pod/schemas"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -174,5 +175,30 @@ func TestACreateThatMayBeOnTheLogAndCannotLookItUpDoesNotKnow(t *testing.T) {
 	in.MaybeSent = false // a keyed POST's first lookup: its error is what it is
 	if _, err := c.Create(context.Background(), in); err == nil || errors.Is(err, ErrLogUnread) {
 		t.Fatalf("the error is %v; want the lookup's own", err)
+	}
+}
+
+// TestOnlyASizeRefusalLeavesACommandOffTheLogForCertain: a batch item
+// whose send failed stays open until its command is known to be off the
+// log, unless the broker refused the record for its size, which no retry
+// changes.
+func TestOnlyASizeRefusalLeavesACommandOffTheLogForCertain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		refused bool
+	}{
+		{"a record too large for the broker is refused", kerr.MessageTooLarge, true},
+		{"a batch too large for the broker is refused", kerr.RecordListTooLarge, true},
+		{"a produce that timed out may be on the log", kgo.ErrRecordTimeout, false},
+		{"a produce cut short by its context may be on the log", context.DeadlineExceeded, false},
+		{"a leader change may leave it on the log", kerr.NotLeaderForPartition, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := fmt.Errorf("%w: %w", ErrCommandLog, tc.err)
+			if got := Refused(err); got != tc.refused {
+				t.Fatalf("Refused(%v) = %v, want %v", err, got, tc.refused)
+			}
+		})
 	}
 }
