@@ -720,8 +720,8 @@ func (ss *session) done(j job, err error) {
 // unchanged: its backlog then waits in Kafka, not in this process's buffer,
 // and other endpoints keep flowing. The tier is the first whose wait covers
 // drain (endpoint.drain), so a task does not come back only to be deferred
-// again (an endpoint that always
-// times out would otherwise cycle its whole backlog through the first tier).
+// again (an endpoint that always times out would otherwise cycle its whole
+// backlog through the first tier).
 // A deferral done again (its records read again after a crash) puts the
 // tasks on the tier twice; their done marks let one copy of each be
 // attempted. A task claimed by a deferred record (its earlier reading's
