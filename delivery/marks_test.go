@@ -18,12 +18,7 @@ import (
 // record deferred to a retry tier hands its claim to its copy there.
 func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 	ctx := context.Background()
-	opt, err := redis.ParseURL(testenv.RedisURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := redis.NewClient(opt)
-	t.Cleanup(func() { _ = client.Close() })
+	client := testenv.NewRedis(t)
 	pipelined, err := client.AsyncAutoPipeline()
 	if err != nil {
 		t.Fatal(err)
@@ -239,12 +234,7 @@ func TestDoneMarksLetEachTaskBeAttemptedOnce(t *testing.T) {
 // new run) counts anew, and a success starts the streak over.
 func TestAFailedDeliveryCountsOnceInItsWebhooksStreak(t *testing.T) {
 	ctx := context.Background()
-	opt, err := redis.ParseURL(testenv.RedisURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := redis.NewClient(opt)
-	t.Cleanup(func() { _ = client.Close() })
+	client := testenv.NewRedis(t)
 	streaks := &Streaks{Redis: client, Prefix: "podtest:" + testenv.RandomSuffix() + ":"}
 	hook, first, second := uuid.New(), uuid.New(), uuid.New()
 	for i, step := range []struct {

@@ -166,12 +166,7 @@ func newPanicFixture(t *testing.T) panicFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.producer.Close)
-	opt, err := redis.ParseURL(testenv.RedisURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.rdb = redis.NewClient(opt)
-	t.Cleanup(func() { _ = f.rdb.Close() })
+	f.rdb = testenv.NewRedis(t)
 	s := &Sender{Producer: f.producer, Naming: n, Log: slog.New(slog.DiscardHandler), DeadLetters: stream.NewMetrics(f.reg),
 		Marks: &DoneMarks{Redis: f.rdb, Prefix: "podtest:" + testenv.RandomSuffix() + ":"}}
 	f.session = &session{s: s, ctx: ctx, running: map[taskKey]chan struct{}{}}

@@ -14,7 +14,6 @@ import (
 	"github.com/printpod/pod/internal/testenv"
 	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/schemas"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -41,12 +40,7 @@ func listening(t *testing.T) *Bus {
 // command's decision forever, and a keyed POST's repeat too).
 func TestACreateWhoseSameContentOrderIsUndecidedIsNotRecorded(t *testing.T) {
 	bus := listening(t)
-	opt, err := redis.ParseURL(testenv.RedisURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rc.Close() })
+	rc := testenv.NewRedis(t)
 	prefix := "test" + testenv.RandomSuffix() + ":"
 	c := &Creator{Bus: bus, Redis: rc, Prefix: prefix, Log: slog.New(slog.DiscardHandler), Wait: 200 * time.Millisecond}
 	d := Draft{StoreID: uuid.New(), ContentHash: "same-content"}
@@ -55,7 +49,7 @@ func TestACreateWhoseSameContentOrderIsUndecidedIsNotRecorded(t *testing.T) {
 	if err := rc.Set(context.Background(), prefix+"dup:"+d.StoreID.String()+":"+d.ContentHash, claim, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = c.softDuplicate(context.Background(), d, uuid.New(), uuid.New())
+	_, _, err := c.softDuplicate(context.Background(), d, uuid.New(), uuid.New())
 	if !errors.Is(err, ErrClaimUndecided) || errors.Is(err, ErrUndecided) {
 		t.Fatalf("the error is %v; want ErrClaimUndecided, not ErrUndecided", err)
 	}
@@ -125,13 +119,9 @@ func (testVariants) Rates(context.Context) (Rates, error) { return testRates(), 
 // a duplicate should the first command be decided.
 func TestACreateWhoseSendFailsKeepsItsContentClaimed(t *testing.T) {
 	bus := listening(t)
-	opt, err := redis.ParseURL(testenv.RedisURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rc.Close() })
+	rc := testenv.NewRedis(t)
 	// A broker that answers nothing: every produce times out.
+	var err error
 	bus.Producer, err = kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.RecordDeliveryTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)

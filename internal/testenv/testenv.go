@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/printpod/pod/internal/loopback"
+	"github.com/redis/go-redis/v9"
 )
 
 // AdminURL is the Postgres URL used to create and drop test databases.
@@ -34,6 +35,18 @@ func RedisURL() string {
 		return u
 	}
 	return "redis://127.0.0.1:6379/0"
+}
+
+// NewRedis is a client of the tests' Redis, closed when the test ends.
+func NewRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(RedisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // RandomSuffix is 12 random hex characters for unique names.
