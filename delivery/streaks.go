@@ -241,9 +241,10 @@ return 1`)
 // past that (Move then hands the claim to the copy, time to live and all).
 // Should the deferral be cut short before the claim moves, the record is
 // read again and works or defers t itself, finding its own claim, and its
-// mark (kept by Done) still stands when the copy comes due: the copy skips the task. It reports
-// false when another record holds t's claim, or t is done: the record need
-// not defer it. Without Redis it reports true: the task is deferred.
+// mark (kept by Done) still stands when the copy comes due: the copy skips
+// the task. It reports false when another record holds t's claim, or t is
+// done: the record need not defer it. Without Redis it reports true: the
+// task is deferred.
 func (m *DoneMarks) Reserve(ctx context.Context, t schemas.DeliveryTask, topic string, partition int32, offset int64, wait time.Duration) (bool, error) {
 	n, err := reserveClaim.Run(ctx, m.Redis, []string{m.key(t)}, recordMark(topic, partition, offset), (wait + IDTTL).Milliseconds()).Int()
 	if err != nil {
