@@ -15,6 +15,7 @@ import (
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/errgroup"
 )
 
 // The sender's consumer-group session: partitions taken and released,
@@ -737,15 +738,28 @@ func (ss *session) deferJobs(all []job, drain time.Duration) {
 	defer ss.wg.Done()
 	tier := DeferTier(ss.s.Delays, drain)
 	due := time.Now().UTC().Add(ss.s.Delays[tier])
+	// The tasks' Redis calls go at once, a bounded number at a time, so the
+	// pipelined client sends them in a few round trips, not one per task.
+	mine := make([]bool, len(all))
+	var warn sync.Once
+	var g errgroup.Group
+	g.SetLimit(deferCalls)
+	for i, j := range all {
+		g.Go(func() error {
+			var err error
+			mine[i], err = ss.s.Marks.Reserve(context.WithoutCancel(ss.ctx), j.task, j.tp.topic, j.tp.partition, j.offset, ss.s.Delays[tier])
+			if err != nil {
+				warn.Do(func() {
+					ss.s.Log.Warn("claiming deferred tasks failed; deferring them unclaimed (Redis unavailable)", "err", err)
+				})
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 	jobs := make([]job, 0, len(all))
-	warned := false
-	for _, j := range all {
-		mine, err := ss.s.Marks.Reserve(context.WithoutCancel(ss.ctx), j.task, j.tp.topic, j.tp.partition, j.offset, ss.s.Delays[tier])
-		if err != nil && !warned {
-			warned = true
-			ss.s.Log.Warn("claiming deferred tasks failed; deferring them unclaimed (Redis unavailable)", "err", err)
-		}
-		if mine {
+	for i, j := range all {
+		if mine[i] {
 			jobs = append(jobs, j)
 		} else {
 			ss.done(j, nil) // done, or another record's to attempt
@@ -765,15 +779,22 @@ func (ss *session) deferJobs(all []job, drain time.Duration) {
 	if err == nil {
 		err = ss.s.record(ss.ctx, recs...)
 	}
-	for i := 0; err == nil && i < len(jobs); i++ {
-		j, r := jobs[i], recs[i] // r's partition and offset are set by the produce
-		err = retry.Do(ss.ctx, retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond)), func(ctx context.Context) error {
-			if err := ss.s.Marks.Move(ctx, j.task, j.tp.topic, j.tp.partition, j.offset, r.Topic, r.Partition, r.Offset); err != nil {
-				ss.s.Log.Warn("handing a deferred task's claim to its copy failed; retrying", "delivery", j.task.DeliveryID, "err", err)
-				return retry.RetryableError(err)
-			}
-			return nil
-		})
+	if err == nil {
+		var g errgroup.Group
+		g.SetLimit(deferCalls)
+		for i, j := range jobs {
+			r := recs[i] // its partition and offset are set by the produce
+			g.Go(func() error {
+				return retry.Do(ss.ctx, retry.WithCappedDuration(5*time.Second, retry.NewExponential(100*time.Millisecond)), func(ctx context.Context) error {
+					if err := ss.s.Marks.Move(ctx, j.task, j.tp.topic, j.tp.partition, j.offset, r.Topic, r.Partition, r.Offset); err != nil {
+						ss.s.Log.Warn("handing a deferred task's claim to its copy failed; retrying", "delivery", j.task.DeliveryID, "err", err)
+						return retry.RetryableError(err)
+					}
+					return nil
+				})
+			})
+		}
+		err = g.Wait()
 	}
 	for _, j := range jobs {
 		if err == nil {
@@ -782,6 +803,9 @@ func (ss *session) deferJobs(all []job, drain time.Duration) {
 		ss.done(j, err)
 	}
 }
+
+// deferCalls is how many Redis calls of one deferral are under way at once.
+const deferCalls = 64
 
 func (ss *session) finishLocked(st *part, offset int64) {
 	delete(st.outstanding, offset)
