@@ -185,10 +185,11 @@ func (d *dlqEnv) list(ctx context.Context, consumer string, w io.Writer) error {
 			return err
 		}
 		err = d.read(ctx, c, 0, end, func(r *kgo.Record) error {
+			at, _ := stream.DeadLetterPlace(r)
 			return enc.Encode(DeadLetter{
 				Consumer: c, DLQOffset: r.Offset,
-				Topic: stream.Header(r, stream.HeaderDLQTopic), Partition: int32(headerInt(r, stream.HeaderDLQPartition)),
-				Offset: headerInt(r, stream.HeaderDLQOffset), Error: stream.Header(r, stream.HeaderDLQError),
+				Topic: at.Topic, Partition: at.Partition,
+				Offset: at.Offset, Error: stream.Header(r, stream.HeaderDLQError),
 				Time: stream.Header(r, stream.HeaderDLQTime), Key: string(r.Key), Dropped: headerInt(r, stream.HeaderDLQDropped),
 				Replayed: r.Offset < pos,
 			})
@@ -255,7 +256,8 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 			if dropped := stream.Header(r, stream.HeaderDLQDropped); dropped != "" {
 				// Too large to dead-letter whole: the record is read back
 				// from where it was consumed.
-				from, partition := headerInt(r, stream.HeaderDLQOffset), int32(headerInt(r, stream.HeaderDLQPartition))
+				at, _ := stream.DeadLetterPlace(r)
+				from, partition := at.Offset, at.Partition
 				kept, err := d.original(ctx, orig, partition, from)
 				if err != nil {
 					return fmt.Errorf("dead letter %d: read its record back from %s/%d at %d: %w", r.Offset, orig, partition, from, err)

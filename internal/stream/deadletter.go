@@ -265,11 +265,7 @@ func DeadLetterPlaces(ctx context.Context, brokers []string, adm *kadm.Client, n
 		}
 		start, _ := starts.Lookup(topic, end.Partition)
 		read = kafka.ReadPartition(ctx, brokers, topic, end.Partition, start.Offset, end.Offset, func(r *kgo.Record) error {
-			at := Place{Topic: Header(r, HeaderDLQTopic)}
-			p, perr := strconv.ParseInt(Header(r, HeaderDLQPartition), 10, 32)
-			o, oerr := strconv.ParseInt(Header(r, HeaderDLQOffset), 10, 64)
-			if at.Topic != "" && perr == nil && oerr == nil {
-				at.Partition, at.Offset = int32(p), o
+			if at, ok := DeadLetterPlace(r); ok {
 				places[at] = true
 			}
 			return nil
@@ -279,6 +275,22 @@ func DeadLetterPlaces(ctx context.Context, brokers []string, adm *kadm.Client, n
 		return nil, fmt.Errorf("read %s: %w", topic, read)
 	}
 	return places, nil
+}
+
+// DeadLetterPlace is where dead letter r's record was consumed, as its
+// pod-dlq-* headers name it; ok is false when a header is missing or
+// unreadable (the fields read are returned, the others zero).
+func DeadLetterPlace(r *kgo.Record) (at Place, ok bool) {
+	at.Topic = Header(r, HeaderDLQTopic)
+	p, perr := strconv.ParseInt(Header(r, HeaderDLQPartition), 10, 32)
+	o, oerr := strconv.ParseInt(Header(r, HeaderDLQOffset), 10, 64)
+	if perr == nil {
+		at.Partition = int32(p)
+	}
+	if oerr == nil {
+		at.Offset = o
+	}
+	return at, at.Topic != "" && perr == nil && oerr == nil
 }
 
 // Header is the value of r's header key, or "".
