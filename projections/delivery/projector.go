@@ -1,7 +1,7 @@
 // Package delivery is the webhook delivery log: built from delivery tasks
 // (a delivery exists and is pending, with its payload), attempt results and
-// webhook facts (a disabled webhook's pending deliveries are cancelled, a
-// deleted one's log goes), and the queries the deliveries endpoints call.
+// webhook deletions (a deleted webhook's log goes), and the queries the
+// deliveries endpoints call.
 package delivery
 
 import (
@@ -29,8 +29,7 @@ const ConsumerName = "projections.deliveries"
 // tasks and results go in rounds, each round holding a delivery at most
 // once (its n-th record of the batch goes in round n), so one statement
 // never touches a row twice and a delivery's records apply in their order;
-// the webhook facts (disabled, deleted) follow, one statement for each
-// kind (applyOrder).
+// the webhooks deleted follow, in one statement (applyOrder).
 func Projector(n schemas.Naming, log *slog.Logger) stream.Consumer {
 	return stream.Consumer{
 		Name:   ConsumerName,
@@ -87,10 +86,9 @@ type record struct {
 // lets its first result be written with it. A later run's task must not
 // pass an earlier run's results (they would no longer count). The facts go
 // last because the batch's order between topics is not the order in which
-// things happened: a disable decided after a delivery's last failure can
-// come first, and would cancel the delivery before its failure is
-// recorded. Applied last, a disable cancels what is still pending once
-// the batch is in, which is what it met when it was decided, or later.
+// things happened: a deletion removes the webhook's log whatever of it the
+// batch held. (A disable changes no row: a pending delivery of a webhook
+// not active for its generation is shown cancelled, see selectRecords.)
 func applyOrder(n schemas.Naming, recs []*kgo.Record) ([]record, error) {
 	out := make([]record, 0, len(recs))
 	var rest, facts []record
@@ -132,16 +130,14 @@ type rounds struct {
 	// open are the deliveries whose last record so far is the task of a
 	// first run with no result yet: where that task sits.
 	open map[uuid.UUID]taskAt
-	// The batch's webhook facts: the highest generation disabled of each
-	// webhook, and the webhooks deleted.
-	disabled map[uuid.UUID]int
-	deleted  []uuid.UUID
+	// The webhooks the batch deleted.
+	deleted []uuid.UUID
 }
 
 type taskAt struct{ round, index int }
 
 func newRounds() *rounds {
-	return &rounds{seen: map[uuid.UUID]int{}, open: map[uuid.UUID]taskAt{}, disabled: map[uuid.UUID]int{}}
+	return &rounds{seen: map[uuid.UUID]int{}, open: map[uuid.UUID]taskAt{}}
 }
 
 func (w *rounds) round(id uuid.UUID) *round {
@@ -191,36 +187,24 @@ func (w *rounds) add(rec record) error {
 		if err != nil {
 			return err
 		}
+		if ev.Type != schemas.TypeWebhookDeleted {
+			return nil
+		}
 		var f schemas.WebhookFact
 		if err := ev.Decode(&f); err != nil {
 			return err
 		}
-		switch ev.Type {
-		case schemas.TypeWebhookDisabled:
-			w.disabled[f.ID] = max(w.disabled[f.ID], f.Gen)
-		case schemas.TypeWebhookDeleted:
-			w.deleted = append(w.deleted, f.ID)
-		}
+		w.deleted = append(w.deleted, f.ID)
 	}
 	return nil
 }
 
-// flush queues what was collected: the rounds in order, then the facts
-// (which applyOrder put last), a statement for each kind.
+// flush queues what was collected: the rounds in order, then the
+// deletions (which applyOrder put last).
 func (w *rounds) flush(b *pgx.Batch) {
 	for _, rd := range w.list {
 		queueTasks(b, rd.tasks, rd.firsts)
 		queueResults(b, rd.results)
-	}
-	if len(w.disabled) > 0 {
-		ids, gens := make([]uuid.UUID, 0, len(w.disabled)), make([]int32, 0, len(w.disabled))
-		for id, gen := range w.disabled {
-			ids, gens = append(ids, id), append(gens, int32(gen))
-		}
-		b.Queue(`UPDATE webhook_deliveries d SET status = 'cancelled', last_error = 'webhook_disabled', next_retry_at = NULL,
-				updated_at = now()
-			FROM unnest($1::uuid[], $2::int[]) AS f(id, gen)
-			WHERE d.webhook_id = f.id AND d.status = 'pending' AND d.gen <= f.gen`, ids, gens)
 	}
 	if len(w.deleted) > 0 {
 		b.Queue(`DELETE FROM webhook_deliveries WHERE webhook_id = ANY($1)`, w.deleted)

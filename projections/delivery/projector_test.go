@@ -145,51 +145,128 @@ func TestAnOldGenerationsCopyDoesNotEndTheNewOnesDelivery(t *testing.T) {
 	}
 }
 
-// TestADisableCancelsWhatIsPendingOnceItsBatchIsIn applies a batch in an
-// order a poll can give, each topic's partition one after another: a
-// delivery's task, the disable, then the results of two deliveries made
-// before the disable was decided, then the second one's task. The
-// delivery whose last attempt failed stays failed with its seven
-// attempts; the one waiting for its next attempt is cancelled.
-func TestADisableCancelsWhatIsPendingOnceItsBatchIsIn(t *testing.T) {
+// TestAPendingDeliveryReadsCancelledOnceItsWebhookIsNoLongerActive: a
+// disable changes no row of the log; a delivery waiting for its next
+// attempt reads cancelled (no next retry) from then on, as the sender's
+// cancelled result will leave it, through a re-enable (a new generation)
+// until a resend starts a new run. A finished delivery reads as it is.
+func TestAPendingDeliveryReadsCancelledOnceItsWebhookIsNoLongerActive(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	f := newLogFixture(t, pool)
+	q := Queries{Pool: pool}
 	failed, waiting := uuid.New(), uuid.New()
-	ev, err := schemas.NewEventWithID(uuid.New(), schemas.TypeWebhookDisabled, f.at.Add(time.Minute),
-		schemas.WebhookFact{ID: f.hook, AccountID: f.account, Gen: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := []*kgo.Record{f.task(failed, 1), {Topic: f.n.Topic(schemas.TopicWebhookEvents), Value: v}}
+	batch := []*kgo.Record{f.task(failed, 1)}
 	for attempt := 1; attempt < 7; attempt++ {
 		batch = append(batch, f.result(failed, 1, attempt, schemas.DeliveryPending))
 	}
 	batch = append(batch, f.result(failed, 1, 7, schemas.DeliveryFailed), f.result(waiting, 1, 1, schemas.DeliveryPending),
 		f.task(waiting, 1))
 	f.apply(t, pool, batch)
+	stored := row(t, pool, waiting)
 
-	for _, want := range []struct {
-		name     string
-		id       uuid.UUID
-		status   string
-		attempts int
-	}{
-		{"the delivery whose last attempt failed", failed, schemas.DeliveryFailed, 7},
-		{"the delivery waiting for its next attempt", waiting, schemas.DeliveryCancelled, 1},
-	} {
-		var status string
-		var attempts int
-		if err := pool.QueryRow(ctx, `SELECT status, attempts FROM webhook_deliveries WHERE id = $1`, want.id).Scan(&status, &attempts); err != nil {
+	type read struct {
+		status    string
+		attempts  int
+		lastError string
+		retry     bool // next_retry_at set
+	}
+	get := func(id uuid.UUID) read {
+		t.Helper()
+		r, ok, err := q.Get(ctx, f.account, f.hook, id)
+		if err != nil || !ok {
+			t.Fatalf("get delivery %s: %v (found %v)", id, err, ok)
+		}
+		var msg string
+		if r.LastError != nil {
+			msg = *r.LastError
+		}
+		return read{r.Status, r.Attempts, msg, r.NextRetryAt != nil}
+	}
+	listed := func(status string) []uuid.UUID {
+		t.Helper()
+		rs, err := q.List(ctx, f.account, f.hook, status, nil, 10)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if status != want.status || attempts != want.attempts {
-			t.Errorf("%s is %s after %d attempts, want %s after %d", want.name, status, attempts, want.status, want.attempts)
+		var ids []uuid.UUID
+		for _, r := range rs {
+			ids = append(ids, r.ID)
 		}
+		return ids
+	}
+	webhook := func(active bool, gen int) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `UPDATE webhooks SET is_active = $2, gen = $3 WHERE id = $1`, f.hook, active, gen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancelled := read{schemas.DeliveryCancelled, 1, "webhook_disabled", false}
+	for _, step := range []struct {
+		name    string
+		do      func()
+		waiting read
+	}{
+		{"while its webhook is active", func() {}, read{schemas.DeliveryPending, 1, "HTTP 500", true}},
+		{"once its webhook is disabled", func() { webhook(false, 1) }, cancelled},
+		{"once its webhook is enabled again at a new generation", func() { webhook(true, 2) }, cancelled},
+		{"once the sender cancels its task", func() {
+			f.apply(t, pool, []*kgo.Record{f.resultOf(waiting, 1, 2, 1, schemas.DeliveryCancelled)})
+		}, read{schemas.DeliveryCancelled, 1, "webhook_disabled", false}},
+	} {
+		step.do()
+		if got := get(waiting); got != step.waiting {
+			t.Errorf("%s, the delivery waiting for its next attempt reads %+v, want %+v", step.name, got, step.waiting)
+		}
+		if got, want := get(failed), (read{schemas.DeliveryFailed, 7, "HTTP 500", false}); got != want {
+			t.Errorf("%s, the delivery whose last attempt failed reads %+v, want %+v", step.name, got, want)
+		}
+		byStatus := map[string]uuid.UUID{step.waiting.status: waiting, schemas.DeliveryFailed: failed}
+		for _, status := range []string{schemas.DeliveryPending, schemas.DeliveryCancelled, schemas.DeliveryFailed} {
+			var want []uuid.UUID
+			if id, ok := byStatus[status]; ok {
+				want = []uuid.UUID{id}
+			}
+			if got := listed(status); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s, the list of %s deliveries is %v, want %v", step.name, status, got, want)
+			}
+		}
+		if step.name == "once its webhook is enabled again at a new generation" {
+			if got := row(t, pool, waiting); got != stored {
+				t.Errorf("the disable and the re-enable changed the waiting delivery's row:\n%s\nwas\n%s", got, stored)
+			}
+		}
+	}
+}
+
+// TestAResendStartsANewRunOfADeliveryShownCancelled: a delivery still
+// pending in its row but shown cancelled (its webhook was disabled and
+// enabled again) can be resent; its old task's cancelled result, applied
+// after, does not end the new run.
+func TestAResendStartsANewRunOfADeliveryShownCancelled(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	f := newLogFixture(t, pool)
+	q := Queries{Pool: pool}
+	d := uuid.New()
+	f.apply(t, pool, []*kgo.Record{f.task(d, 1), f.result(d, 1, 1, schemas.DeliveryPending)})
+	if _, err := pool.Exec(ctx, `UPDATE webhooks SET gen = 2 WHERE id = $1`, f.hook); err != nil {
+		t.Fatal(err)
+	}
+	before, ok, err := q.Get(ctx, f.account, f.hook, d)
+	if err != nil || !ok || before.Status != schemas.DeliveryCancelled {
+		t.Fatalf("before the resend the delivery reads %+v (%v, found %v), want cancelled", before, err, ok)
+	}
+	again, ok, err := q.Requeued(ctx, before, 2, 2, f.at.Add(time.Hour))
+	if err != nil || !ok || again.Status != schemas.DeliveryPending || again.Run != 2 || again.Gen != 2 {
+		t.Fatalf("the resend gave %+v (%v, requeued %v), want pending at run 2 of generation 2", again, err, ok)
+	}
+	if _, ok, err := q.Requeued(ctx, before, 2, 2, f.at.Add(time.Hour)); err != nil || ok {
+		t.Fatalf("a second resend of the same run was requeued (%v), want refused", err)
+	}
+	f.apply(t, pool, []*kgo.Record{f.resultOf(d, 1, 2, 1, schemas.DeliveryCancelled)})
+	if after, _, err := q.Get(ctx, f.account, f.hook, d); err != nil || after.Status != schemas.DeliveryPending || after.Run != 2 {
+		t.Fatalf("after the old task's cancelled result the delivery reads %+v (%v), want pending at run 2", after, err)
 	}
 }
 

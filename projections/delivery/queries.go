@@ -35,8 +35,28 @@ type Record struct {
 // Queries read the delivery log.
 type Queries struct{ Pool *pgxpool.Pool }
 
-const recordColumns = `id, webhook_id, event_id, topic, payload, status, attempts, last_status_code, last_error,
-	next_retry_at, delivered_at, created_at, run, run_attempt, gen`
+// selectRecords reads deliveries from source (the table, or the rows a
+// statement returns, named d) as the API shows them. A pending delivery
+// whose webhook is no longer active for its generation (disabled, or
+// enabled again since, which starts a new one) is shown cancelled, with no
+// next retry: the sender cancels its task when it comes to it (Outcome, for
+// a webhook not active at the task's generation), and that result leaves
+// the row so. Nothing rewrites such rows in bulk, so a delivery's status is
+// in no index, and its results are written in place (HOT).
+func selectRecords(source string) string {
+	return `SELECT d.id, d.webhook_id, d.event_id, d.topic, d.payload, ` + shownStatus + `, d.attempts, d.last_status_code,
+			CASE WHEN c.off THEN 'webhook_disabled' ELSE d.last_error END, CASE WHEN c.off THEN NULL ELSE d.next_retry_at END,
+			d.delivered_at, d.created_at, d.run, d.run_attempt, d.gen
+		FROM ` + source + ` d JOIN webhooks w ON w.id = d.webhook_id
+			CROSS JOIN LATERAL (SELECT ` + cancelledSince + ` AS off) c`
+}
+
+// cancelledSince holds for a pending delivery d whose webhook w is no
+// longer active for its generation.
+const cancelledSince = `d.status = 'pending' AND NOT (w.is_active AND w.gen = d.gen)`
+
+// shownStatus is a delivery's status as selectRecords shows it.
+const shownStatus = `CASE WHEN c.off THEN 'cancelled' ELSE d.status END`
 
 func scanRecord(row pgx.Row) (Record, error) {
 	var r Record
@@ -64,10 +84,10 @@ func (q Queries) List(ctx context.Context, account, webhook uuid.UUID, status st
 	if pos != nil {
 		after, afterID = &pos.CreatedAt, pos.ID
 	}
-	rows, err := q.Pool.Query(ctx, `SELECT `+recordColumns+` FROM webhook_deliveries
-		WHERE webhook_id = $1 AND account_id = $2 AND ($3 = '' OR status = $3)
-		AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5))
-		ORDER BY created_at DESC, id DESC LIMIT $6`, webhook, account, status, after, afterID, limit)
+	rows, err := q.Pool.Query(ctx, selectRecords("webhook_deliveries")+`
+		WHERE d.webhook_id = $1 AND d.account_id = $2 AND ($3 = '' OR `+shownStatus+` = $3)
+		AND ($4::timestamptz IS NULL OR (d.created_at, d.id) < ($4, $5))
+		ORDER BY d.created_at DESC, d.id DESC LIMIT $6`, webhook, account, status, after, afterID, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +106,8 @@ func (q Queries) List(ctx context.Context, account, webhook uuid.UUID, status st
 // Get reads one delivery of the account's webhook; ok is false when there
 // is none.
 func (q Queries) Get(ctx context.Context, account, webhook, id uuid.UUID) (Record, bool, error) {
-	r, err := scanRecord(q.Pool.QueryRow(ctx, `SELECT `+recordColumns+` FROM webhook_deliveries
-		WHERE id = $1 AND webhook_id = $2 AND account_id = $3`, id, webhook, account))
+	r, err := scanRecord(q.Pool.QueryRow(ctx, selectRecords("webhook_deliveries")+`
+		WHERE d.id = $1 AND d.webhook_id = $2 AND d.account_id = $3`, id, webhook, account))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, false, nil
 	}
@@ -98,22 +118,25 @@ func (q Queries) Get(ctx context.Context, account, webhook, id uuid.UUID) (Recor
 // is published, so it is listed as soon as the request is answered; the
 // projector's insert of the same task changes nothing.
 func (q Queries) Created(ctx context.Context, t schemas.DeliveryTask) (Record, error) {
-	return scanRecord(q.Pool.QueryRow(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, payload,
-			status, run, gen, next_retry_at, created_at)
+	return scanRecord(q.Pool.QueryRow(ctx, `WITH created AS (INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id,
+			topic, payload, status, run, gen, next_retry_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9, $10)
 		ON CONFLICT (id) DO UPDATE SET updated_at = webhook_deliveries.updated_at
-		RETURNING `+recordColumns, t.DeliveryID, t.WebhookID, t.AccountID, t.EventID, t.Topic, string(t.Payload), t.Run, t.Gen,
+		RETURNING *) `+selectRecords("created"), t.DeliveryID, t.WebhookID, t.AccountID, t.EventID, t.Topic, string(t.Payload), t.Run, t.Gen,
 		t.DueAt, t.CreatedAt))
 }
 
-// Requeued marks a failed or cancelled delivery pending again for a new
-// run (a manual resend) whose task was published; ok is false when the
-// delivery was no longer failed or cancelled at the run before.
+// Requeued marks a failed or cancelled delivery (as selectRecords shows
+// it) pending again for a new run (a manual resend) whose task was
+// published; ok is false when the delivery was no longer failed or
+// cancelled at the run before.
 func (q Queries) Requeued(ctx context.Context, r Record, run, gen int, due time.Time) (Record, bool, error) {
-	out, err := scanRecord(q.Pool.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'pending', run = $2, run_attempt = 0,
-			gen = $3, next_retry_at = $4, updated_at = now()
-		WHERE id = $1 AND run = $5 AND status IN ('failed', 'cancelled')
-		RETURNING `+recordColumns, r.ID, run, gen, due, r.Run))
+	out, err := scanRecord(q.Pool.QueryRow(ctx, `WITH requeued AS (UPDATE webhook_deliveries d SET status = 'pending', run = $2,
+			run_attempt = 0, gen = $3, next_retry_at = $4, updated_at = now()
+		FROM webhooks w
+		WHERE d.id = $1 AND d.run = $5 AND w.id = d.webhook_id
+			AND (d.status IN ('failed', 'cancelled') OR (`+cancelledSince+`))
+		RETURNING d.*) `+selectRecords("requeued"), r.ID, run, gen, due, r.Run))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, false, nil
 	}
