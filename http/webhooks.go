@@ -381,7 +381,7 @@ func (w *Webhooks) deliveries(c *fiber.Ctx) error {
 	if has {
 		after = &pos
 	}
-	recs, err := w.Deliveries.List(c.UserContext(), h.AccountID, h.ID, status, after, limit+1)
+	recs, resume, err := w.Deliveries.List(c.UserContext(), h.AccountID, h.ID, status, after, limit+1)
 	if err != nil {
 		return err
 	}
@@ -389,7 +389,13 @@ func (w *Webhooks) deliveries(c *fiber.Ctx) error {
 	if more {
 		recs = recs[:limit]
 	}
-	return c.JSON(page(recs, more, func(r deliveryrm.Record) any { return deliveryrm.Position{CreatedAt: r.CreatedAt, ID: r.ID} }))
+	p := page(recs, more, func(r deliveryrm.Record) any { return deliveryrm.Position{CreatedAt: r.CreatedAt, ID: r.ID} })
+	if !more && resume != nil {
+		// A filtered page that looked through as many deliveries as one
+		// may: the next goes on from the last it looked at.
+		p.NextCursor = encodeCursor(*resume)
+	}
+	return c.JSON(p)
 }
 
 func (w *Webhooks) loadDelivery(c *fiber.Ctx) (*webhook.Webhook, deliveryrm.Record, error) {

@@ -109,6 +109,7 @@ func TestOrderPathNeverScansLargeTables(t *testing.T) {
 		"/v1/orders/pod/" + id,
 		"/v1/orders/pod/" + id + "/queue",
 		"/v1/me/webhooks/" + w.ID.String() + "/deliveries?limit=5",
+		"/v1/me/webhooks/" + w.ID.String() + "/deliveries?status=failed",
 	} {
 		if r := d.client.Get(path); r.Status != 200 {
 			t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)

@@ -143,6 +143,7 @@ func TestWebhookManagement(t *testing.T) {
 		t.Errorf("test payload %s", rec.Payload)
 	}
 	waitDeliveries(t, c, w.ID, 1, "success", 20*time.Second)
+	filteredPagesResume(t, d, w.ID)
 	got := rc.requests()
 	if len(got) != 1 || !got[0].SigOK || !got[0].StdOK || got[0].Topic != "webhook.test" {
 		t.Fatalf("test delivery received: %+v", got)
@@ -464,5 +465,50 @@ func TestWebhookURLGuardThroughAPI(t *testing.T) {
 	}
 	if len(urls) < 30 {
 		t.Fatalf("only %d spellings", len(urls))
+	}
+}
+
+// filteredPagesResume: a failed delivery behind more deliveries than a
+// filtered page looks through is found on a later page, by following
+// next_cursor from a page that found none.
+func filteredPagesResume(t *testing.T, d demoEnv, webhook uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	failed := uuid.New()
+	if _, err := d.app.Pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, status, gen, created_at)
+		SELECT $1, id, account_id, $1, 'order.created', 'failed', gen, now() - interval '2 hours' FROM webhooks WHERE id = $2`,
+		failed, webhook); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.app.Pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, status, gen, created_at)
+		SELECT gen_random_uuid(), w.id, w.account_id, gen_random_uuid(), 'order.created', 'success', w.gen,
+			now() - interval '1 hour' + i * interval '1 millisecond'
+		FROM webhooks w, generate_series(1, $2) AS i WHERE w.id = $1`, webhook, deliveryrm.FilterScan+5); err != nil {
+		t.Fatal(err)
+	}
+	var pages []string
+	path := "/v1/me/webhooks/" + webhook.String() + "/deliveries?status=failed"
+	for cursor := ""; ; {
+		var p struct {
+			Data       []deliveryrm.Record `json:"data"`
+			NextCursor *string             `json:"next_cursor"`
+		}
+		r := d.client.Get(path + cursor)
+		if r.Status != 200 {
+			t.Fatalf("GET %s: %d %s", path+cursor, r.Status, r.Body)
+		}
+		r.JSON(t, &p)
+		var ids []string
+		for _, rec := range p.Data {
+			ids = append(ids, rec.ID.String())
+		}
+		pages = append(pages, "["+strings.Join(ids, " ")+"]")
+		if p.NextCursor == nil || len(pages) > 3 {
+			break
+		}
+		cursor = "&cursor=" + *p.NextCursor
+	}
+	if got, want := strings.Join(pages, " "), "[] ["+failed.String()+"]"; got != want {
+		t.Errorf("the failed deliveries' pages are %s, want %s", got, want)
 	}
 }

@@ -185,7 +185,7 @@ func TestAPendingDeliveryReadsCancelledOnceItsWebhookIsNoLongerActive(t *testing
 	}
 	listed := func(status string) []uuid.UUID {
 		t.Helper()
-		rs, err := q.List(ctx, f.account, f.hook, status, nil, 10)
+		rs, _, err := q.List(ctx, f.account, f.hook, status, nil, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,4 +347,44 @@ func row(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) string {
 		t.Fatal(fmt.Errorf("delivery %s: %w", id, err))
 	}
 	return s
+}
+
+// TestAFilteredPageLooksThroughAtMostFilterScanDeliveries: a failed
+// delivery behind more than FilterScan successes is not looked for in one
+// request; the first page is empty and resumes where it stopped, and the
+// next finds it.
+func TestAFilteredPageLooksThroughAtMostFilterScanDeliveries(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	f := newLogFixture(t, pool)
+	q := Queries{Pool: pool}
+	failed := uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, status, gen, created_at)
+		VALUES ($1, $2, $3, $1, 'order.created', 'failed', 1, $4)`, failed, f.hook, f.account, f.at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, status, gen, created_at)
+		SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), 'order.created', 'success', 1, $3::timestamptz + i * interval '1 second'
+		FROM generate_series(1, $4) AS i`, f.hook, f.account, f.at, FilterScan+5); err != nil {
+		t.Fatal(err)
+	}
+	recs, resume, err := q.List(ctx, f.account, f.hook, schemas.DeliveryFailed, nil, 21)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantResume := f.at.Add(6 * time.Second) // the FilterScan-th newest
+	if len(recs) != 0 || resume == nil || !resume.CreatedAt.Equal(wantResume) {
+		t.Fatalf("the first page holds %d deliveries and resumes at %+v, want none and to resume at %s", len(recs), resume, wantResume)
+	}
+	recs, resume, err = q.List(ctx, f.account, f.hook, schemas.DeliveryFailed, resume, 21)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].ID != failed || resume != nil {
+		t.Fatalf("the second page holds %d deliveries and resumes at %+v, want the failed one and no resume", len(recs), resume)
+	}
+	recs, resume, err = q.List(ctx, f.account, f.hook, "", nil, 21)
+	if err != nil || len(recs) != 21 || resume != nil {
+		t.Fatalf("an unfiltered page holds %d deliveries and resumes at %+v (%v), want 21 and no resume", len(recs), resume, err)
+	}
 }

@@ -38,31 +38,41 @@ type Queries struct{ Pool *pgxpool.Pool }
 // selectRecords reads deliveries from source (the table, or the rows a
 // statement returns, named d) as the API shows them. A pending delivery
 // whose webhook is no longer active for its generation (disabled, or
-// enabled again since, which starts a new one) is shown cancelled, with no
-// next retry: the sender cancels its task when it comes to it (Outcome, for
-// a webhook not active at the task's generation), and that result leaves
-// the row so. Nothing rewrites such rows in bulk, so a delivery's status is
+// enabled again since, which starts a new one; or deleted meanwhile) is
+// shown cancelled, with no next retry: the sender cancels its task when it
+// comes to it (Outcome, for a webhook not active at the task's
+// generation), which leaves the row so. Only an attempt already under way
+// at the disable ends with its own outcome (failed after its last attempt,
+// success). Nothing rewrites such rows in bulk, so a delivery's status is
 // in no index, and its results are written in place (HOT).
-func selectRecords(source string) string {
+// Columns in extra follow the record's, for scanRecord's extra.
+func selectRecords(source string, extra ...string) string {
+	var more string
+	for _, e := range extra {
+		more += ", " + e
+	}
 	return `SELECT d.id, d.webhook_id, d.event_id, d.topic, d.payload, ` + shownStatus + `, d.attempts, d.last_status_code,
 			CASE WHEN c.off THEN 'webhook_disabled' ELSE d.last_error END, CASE WHEN c.off THEN NULL ELSE d.next_retry_at END,
-			d.delivered_at, d.created_at, d.run, d.run_attempt, d.gen
-		FROM ` + source + ` d JOIN webhooks w ON w.id = d.webhook_id
+			d.delivered_at, d.created_at, d.run, d.run_attempt, d.gen` + more + `
+		FROM ` + source + ` d LEFT JOIN webhooks w ON w.id = d.webhook_id
 			CROSS JOIN LATERAL (SELECT ` + cancelledSince + ` AS off) c`
 }
 
 // cancelledSince holds for a pending delivery d whose webhook w is no
-// longer active for its generation.
-const cancelledSince = `d.status = 'pending' AND NOT (w.is_active AND w.gen = d.gen)`
+// longer active for its generation, or gone (w is null).
+const cancelledSince = `d.status = 'pending' AND NOT coalesce(w.is_active AND w.gen = d.gen, false)`
 
 // shownStatus is a delivery's status as selectRecords shows it.
 const shownStatus = `CASE WHEN c.off THEN 'cancelled' ELSE d.status END`
 
-func scanRecord(row pgx.Row) (Record, error) {
+// scanRecord reads a row of selectRecords, and its extra columns into
+// extra.
+func scanRecord(row pgx.Row, extra ...any) (Record, error) {
 	var r Record
 	var payload []byte
-	err := row.Scan(&r.ID, &r.WebhookID, &r.EventID, &r.Topic, &payload, &r.Status, &r.Attempts, &r.LastStatusCode,
-		&r.LastError, &r.NextRetryAt, &r.DeliveredAt, &r.CreatedAt, &r.Run, &r.RunAttempt, &r.Gen)
+	err := row.Scan(append([]any{&r.ID, &r.WebhookID, &r.EventID, &r.Topic, &payload, &r.Status, &r.Attempts,
+		&r.LastStatusCode, &r.LastError, &r.NextRetryAt, &r.DeliveredAt, &r.CreatedAt, &r.Run, &r.RunAttempt, &r.Gen},
+		extra...)...)
 	if payload == nil {
 		payload = []byte("null")
 	}
@@ -76,31 +86,56 @@ type Position struct {
 	ID        uuid.UUID `json:"id"`
 }
 
+// FilterScan is how many deliveries one page of a status-filtered list
+// looks through at most, newest first. No index holds a delivery's status
+// (see selectRecords), so a rare status of a busy webhook would otherwise
+// be looked for through its whole 30 days in one request.
+const FilterScan = 10_000
+
 // List returns up to limit deliveries of the account's webhook, newest
-// first, after pos when given, with the given status when not empty.
-func (q Queries) List(ctx context.Context, account, webhook uuid.UUID, status string, pos *Position, limit int) ([]Record, error) {
+// first, after pos when given, with the given status when not empty. A
+// filtered page looks through at most FilterScan deliveries; when it
+// stopped there with fewer than limit found, resume is the last one it
+// looked at, where the next page goes on.
+func (q Queries) List(ctx context.Context, account, webhook uuid.UUID, status string, pos *Position, limit int) (
+	recs []Record, resume *Position, err error) {
 	var after *time.Time
 	var afterID uuid.UUID
 	if pos != nil {
 		after, afterID = &pos.CreatedAt, pos.ID
 	}
-	rows, err := q.Pool.Query(ctx, selectRecords("webhook_deliveries")+`
-		WHERE d.webhook_id = $1 AND d.account_id = $2 AND ($3 = '' OR `+shownStatus+` = $3)
-		AND ($4::timestamptz IS NULL OR (d.created_at, d.id) < ($4, $5))
-		ORDER BY d.created_at DESC, d.id DESC LIMIT $6`, webhook, account, status, after, afterID, limit)
+	scan := FilterScan
+	if status == "" {
+		scan = limit
+	}
+	// The scan numbers the rows it reads (n); the last one is read out
+	// whatever its status, to resume from.
+	rows, err := q.Pool.Query(ctx, selectRecords(`(SELECT *, row_number() OVER (ORDER BY created_at DESC, id DESC) AS n
+			FROM webhook_deliveries
+			WHERE webhook_id = $1 AND account_id = $2 AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5))
+			ORDER BY created_at DESC, id DESC LIMIT $7)`, "d.n", "$3 IN ('', "+shownStatus+")")+`
+		WHERE $3 IN ('', `+shownStatus+`) OR d.n = $7
+		ORDER BY d.created_at DESC, d.id DESC LIMIT $6 + 1`, webhook, account, status, after, afterID, limit, scan)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	out := []Record{}
+	recs = []Record{}
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		var n int64
+		var match bool
+		r, err := scanRecord(rows, &n, &match)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, r)
+		if match && len(recs) < limit {
+			recs = append(recs, r)
+		}
+		if n == int64(scan) && len(recs) < limit {
+			resume = &Position{CreatedAt: r.CreatedAt, ID: r.ID}
+		}
 	}
-	return out, rows.Err()
+	return recs, resume, rows.Err()
 }
 
 // Get reads one delivery of the account's webhook; ok is false when there
