@@ -179,9 +179,25 @@ func (b *Bus) Await(ctx context.Context, commandID uuid.UUID, wait time.Duration
 	return b.undecided(pgnotify.Await(ctx, b.Notify, NotifyDecided, commandID.String(), wait, b.announcement(commandID)))
 }
 
-// AwaitSubscribed waits for the decision of a command sent after wake was
-// subscribed (Notify.Subscribe(NotifyDecided, the command's id)), so the
-// decision cannot have been missed: it reads the announcements only.
-func (b *Bus) AwaitSubscribed(ctx context.Context, wake <-chan string, commandID uuid.UUID, wait time.Duration) (Decision, error) {
-	return b.undecided(pgnotify.AwaitSubscribed(ctx, wake, wait, b.announcement(commandID)))
+// AwaitSent waits for the decision of a command sent after wake was
+// subscribed (Notify.Subscribe(NotifyDecided, the command's id)) and put on
+// the log at at. The command may have been sent and decided before (a
+// push's start_push sent again by a takeover): its decision is then in the
+// table already, but the order's version there (Decision.Current) counts
+// the records ahead of at on its partition (the earlier worker's outcome,
+// say) only once the decider has applied them. So a decision read from the
+// table (a poll, or a wake without the decision, as the decider's
+// announcement of a command met again is) counts only once the decider's
+// offsets are past at; its offsets commit with its decisions.
+func (b *Bus) AwaitSent(ctx context.Context, wake <-chan string, commandID uuid.UUID, at stream.Place, wait time.Duration) (Decision, error) {
+	a := b.announcement(commandID)
+	load := a.Load
+	a.Load = func(ctx context.Context) (Decision, bool, error) {
+		have, err := stream.Offsets(ctx, b.Pool, DeciderName, at.Topic)
+		if err != nil || have[at.Partition] <= at.Offset {
+			return Decision{}, false, err
+		}
+		return load(ctx)
+	}
+	return b.undecided(pgnotify.AwaitSubscribed(ctx, wake, wait, a))
 }

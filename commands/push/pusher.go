@@ -15,6 +15,7 @@ import (
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
+	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/internal/wait"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -85,6 +86,7 @@ type call struct {
 type started struct {
 	call
 	command uuid.UUID
+	at      stream.Place // where the command went on the log
 	wake    <-chan string
 	stop    func()
 }
@@ -250,7 +252,7 @@ func (w *Worker) claim(ctx context.Context, calls *lanes, n, free, room int) (go
 		return claimed{}, err
 	}
 	got.jobs = len(leased)
-	var recs []*kgo.Record
+	var recs, starts []*kgo.Record // starts: the start_push records, in got.waiting's order
 	var stores []uuid.UUID
 	for _, j := range leased {
 		c, worked := work[j.ID]
@@ -278,7 +280,8 @@ func (w *Worker) claim(ctx context.Context, calls *lanes, n, free, room int) (go
 		}
 		recs = append(recs, rec)
 		if cmd.Kind == order.KindStartPush {
-			st := started{call: c, command: cmd.ID}
+			st := started{call: c, command: cmd.ID, at: stream.Place{Topic: rec.Topic}}
+			starts = append(starts, rec)
 			st.wake, st.stop = w.Notify.Subscribe(order.NotifyDecided, cmd.ID.String())
 			got.waiting = append(got.waiting, st)
 			stores = append(stores, c.push.StoreID)
@@ -305,6 +308,9 @@ func (w *Worker) claim(ctx context.Context, calls *lanes, n, free, room int) (go
 		cancel()
 		if err != nil {
 			return got, fmt.Errorf("send push commands: %w", err)
+		}
+		for i, rec := range starts { // in got.waiting's order
+			got.waiting[i].at.Partition, got.waiting[i].at.Offset = rec.Partition, rec.Offset
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -337,7 +343,7 @@ func newCall(j jobs.Job) call {
 func (w *Worker) decided(bus *order.Bus, st started) bool {
 	defer st.stop()
 	ctx := st.lease.ctx
-	d, err := bus.AwaitSubscribed(ctx, st.wake, st.command, startWait)
+	d, err := bus.AwaitSent(ctx, st.wake, st.command, st.at, startWait)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -439,3 +445,4 @@ func (w *Worker) call(ctx context.Context, c call, done func()) (took time.Durat
 	})
 	return took
 }
+
