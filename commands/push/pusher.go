@@ -433,16 +433,27 @@ func (w *Worker) call(ctx context.Context, c call, done func()) (took time.Durat
 		done()
 		go func() {
 			defer unsubscribe()
-			t := time.NewTimer(outcomeWait)
-			defer t.Stop()
-			select {
-			case <-decided:
-			case <-held.Done(): // the decider moved the job on, or shutting down
-			case <-t.C:
-			}
+			w.awaitOutcome(held, decided, cmd.ID, outcomeWait)
 			w.leases.end(c.lease)
 		}()
 	})
 	return took
 }
 
+// awaitOutcome reports whether the outcome command id, sent after decided
+// was subscribed, is decided within limit: announced with its decision, or
+// found on a wake without one (the listener connected again, or the
+// decider met the command again). A wake is not the decision. It ends
+// false when held does (the decider moved the job on, or shutting down).
+// No poll: past limit the push's lease ends by itself.
+func (w *Worker) awaitOutcome(held context.Context, decided <-chan string, id uuid.UUID, limit time.Duration) bool {
+	ctx, cancel := context.WithTimeout(held, limit)
+	defer cancel()
+	return wait.UntilValue(ctx, decided, limit, false, func(ctx context.Context, v string, _ bool) (bool, error) {
+		if v != "" {
+			return true, nil
+		}
+		_, found, err := order.LoadDecision(ctx, w.Pool, id)
+		return found, err
+	}) == nil
+}

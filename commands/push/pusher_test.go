@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/internal/jobs"
+	"github.com/printpod/pod/internal/pgtest"
 )
 
 // TestAPushWhoseLeaseWasLostMakesNoCall: a call handed to a worker after
@@ -55,5 +56,35 @@ func TestAWorkerStopsWaitingForItsStartWhenItsLeaseIsLost(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("the worker waited on after its lease was lost")
+	}
+}
+
+// TestAWakeWithoutTheOutcomesDecisionKeepsThePushLeased: the worker keeps
+// a push's lease until its outcome is decided. A wake that carries no
+// decision (every waiter is woken when the listener connects again) is
+// not one: the outcome is looked up, and the wait goes on until it is
+// found.
+func TestAWakeWithoutTheOutcomesDecisionKeepsThePushLeased(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := &Worker{Pool: pool, Log: slog.New(slog.DiscardHandler)}
+	outcome := uuid.New()
+	wake := make(chan string, 1)
+	wake <- ""
+	if w.awaitOutcome(ctx, wake, outcome, 500*time.Millisecond) {
+		t.Fatal("a wake without a decision, none in the table, ended the wait as decided")
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO order_decisions (command_id, order_id, status, version) VALUES ($1, gen_random_uuid(), 'FAILED', 3)`,
+		outcome); err != nil {
+		t.Fatal(err)
+	}
+	wake <- ""
+	if !w.awaitOutcome(ctx, wake, outcome, 10*time.Second) {
+		t.Fatal("a wake once the outcome is in the table did not end the wait as decided")
+	}
+	wake <- `{"c":"` + outcome.String() + `","v":3}`
+	if !w.awaitOutcome(ctx, wake, outcome, 10*time.Second) {
+		t.Fatal("the outcome's announcement did not end the wait as decided")
 	}
 }
