@@ -315,7 +315,7 @@ func TestAClaimPassesTheBacklogOfAStoreThatHoldsWhatItMay(t *testing.T) {
 		Shops: func(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
 			return map[uuid.UUID]string{other: "other.example"}, nil
 		}}
-	got, err := worker.claim(ctx, l, 10, 1, room)
+	got, err := worker.claim(ctx, ctx, l, 10, 1, room)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,6 +71,10 @@ const (
 	// shedEvery is how often a worker whose room is full gives back the
 	// pushes of stores whose calls turned slow (lanes.shed).
 	shedEvery = time.Second
+	// drainGrace is how long calls under way when the worker stops may
+	// go on (within the service's default 20 s shutdown timeout); those
+	// still running then are cut off, and made again by the takeover.
+	drainGrace = 10 * time.Second
 )
 
 type call struct {
@@ -102,9 +106,19 @@ func (w *Worker) Run(ctx context.Context) {
 	renewing, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	renewed := make(chan struct{})
 	go func() { w.leases.run(renewing); close(renewed) }()
-	// The leases are kept until every push handed out is over: a call
-	// still running when ctx ends is cut off by ctx, not by its lease.
+	// The leases are kept until every push handed out is over.
 	defer func() { stopRenewing(); <-renewed }()
+	// The pushes' leases end with drain: a call under way when ctx ends
+	// goes on for drainGrace, and its outcome is sent, so a deploy does
+	// not cut calls short to be made again by the takeover. Pushes not
+	// yet called then are left to their next lease at once.
+	drain, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	stopDrain := context.AfterFunc(ctx, func() {
+		w.Log.Info("pusher stopping; calls under way may finish", "within", drainGrace)
+		time.AfterFunc(drainGrace, cut)
+	})
+	defer stopDrain()
 	wake, stop := w.Notify.Subscribe(jobs.Notify, order.PushQueue)
 	defer stop()
 	calls := newLanes(w.Calls)
@@ -171,7 +185,7 @@ func (w *Worker) Run(ctx context.Context) {
 			// what they may): a backlog of such pushes is passed up to a
 			// claim's worth at a time, whatever the room, and few rows are
 			// read (and locked) that the claim then leaves.
-			got, err := w.claim(ctx, calls, min(claimSize, free+passed), free, cap(room))
+			got, err := w.claim(ctx, drain, calls, min(claimSize, free+passed), free, cap(room))
 			if err != nil && ctx.Err() == nil {
 				w.Log.Warn("claiming push jobs failed; retrying", "err", err)
 			}
@@ -181,7 +195,7 @@ func (w *Worker) Run(ctx context.Context) {
 				starts.Add(1)
 				go func() {
 					defer starts.Done()
-					if w.decided(bus, st) {
+					if w.decided(ctx, bus, st) {
 						calls.put(st.call)
 					} else {
 						w.leases.end(st.lease)
@@ -214,7 +228,7 @@ type claimed struct {
 // unworked until the lease ends, out of the way of other stores' pushes.
 // The commands of start and auto_retry steps go out before the lease
 // commits (a crash leaves them due, to be sent again).
-func (w *Worker) claim(ctx context.Context, calls *lanes, n, free, room int) (got claimed, err error) {
+func (w *Worker) claim(ctx, drain context.Context, calls *lanes, n, free, room int) (got claimed, err error) {
 	from := time.Now() // the lease lasts at least until from + lease
 	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
@@ -317,10 +331,10 @@ func (w *Worker) claim(ctx context.Context, calls *lanes, n, free, room int) (go
 		return got, err
 	}
 	for i := range got.now {
-		got.now[i].lease = w.leases.hold(ctx, got.now[i].job, from)
+		got.now[i].lease = w.leases.hold(drain, got.now[i].job, from)
 	}
 	for i := range got.waiting {
-		got.waiting[i].lease = w.leases.hold(ctx, got.waiting[i].job, from)
+		got.waiting[i].lease = w.leases.hold(drain, got.waiting[i].job, from)
 	}
 	return got, nil
 }
@@ -340,9 +354,13 @@ func newCall(j jobs.Job) call {
 // refusal (the order was cancelled first) leaves nothing to do. It waits
 // up to startWait, while the push's lease is kept; a decision later than
 // that leaves the call to the takeover when the lease ends.
-func (w *Worker) decided(bus *order.Bus, st started) bool {
+func (w *Worker) decided(run context.Context, bus *order.Bus, st started) bool {
 	defer st.stop()
-	ctx := st.lease.ctx
+	// Until the lease is lost, or the worker stops: a call not made yet
+	// is not started then.
+	ctx, cancel := context.WithCancel(st.lease.ctx)
+	defer cancel()
+	defer context.AfterFunc(run, cancel)()
 	d, err := bus.AwaitSent(ctx, st.wake, st.command, st.at, startWait)
 	switch {
 	case err != nil:
@@ -378,11 +396,15 @@ func (w *Worker) call(ctx context.Context, c call, done func()) (took time.Durat
 	j := c.job
 	held := c.lease.ctx
 	end := func() { w.leases.end(c.lease); done() }
-	if held.Err() != nil {
+	switch {
+	case held.Err() != nil:
 		if ctx.Err() == nil {
 			w.Log.Warn("a push's lease was lost before its call; left to the job's next lease", "order", j.ID)
 		}
 		end()
+		return
+	case ctx.Err() != nil:
+		end() // stopping: a call not started is the job's next lease's
 		return
 	}
 	cmd := order.Command{OrderID: j.ID, Attempt: j.Attempt}
@@ -419,7 +441,9 @@ func (w *Worker) call(ctx context.Context, c call, done func()) (took time.Durat
 	// The lease is kept until the outcome is decided (announced): a
 	// takeover before then, the decider being behind, would call again.
 	decided, unsubscribe := w.Notify.Subscribe(order.NotifyDecided, cmd.ID.String())
-	pctx, cancel := context.WithTimeout(ctx, produceWait)
+	// Sent after ctx ended too: a call that finished while the worker
+	// drains has its outcome recorded.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), produceWait)
 	w.Producer.Produce(pctx, rec, func(_ *kgo.Record, err error) {
 		cancel()
 		if err != nil {

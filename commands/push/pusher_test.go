@@ -51,7 +51,7 @@ func TestAWorkerStopsWaitingForItsStartWhenItsLeaseIsLost(t *testing.T) {
 	j := jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(lease)}
 	st := started{call: call{job: j, lease: w.leases.hold(ctx, j, time.Now())}, command: uuid.New(), wake: make(chan string), stop: func() {}}
 	time.AfterFunc(100*time.Millisecond, st.lease.cancel)
-	if w.decided(&order.Bus{}, st) {
+	if w.decided(ctx, &order.Bus{}, st) {
 		t.Fatal("the call was made without a decision")
 	}
 	if ctx.Err() != nil {
