@@ -56,17 +56,23 @@ type leased struct {
 	cancel context.CancelFunc
 	job    jobs.Job    // DueAt is the job's due time as this worker set it last: the fence
 	until  time.Time   // by this worker's clock, a time the lease lasts at least until
-	timer  *time.Timer // stops the push stopMargin before until
+	timer  *time.Timer // stops the push stopMargin before until; nil for a lease stopped at once
 }
 
 func newLeases(db pg.Querier, log *slog.Logger) *leases {
 	return &leases{db: db, log: log, term: lease, every: renewEvery, margin: stopMargin, held: map[uuid.UUID]*leased{}}
 }
 
-// hold starts keeping job j, which a claim begun at from leased.
+// hold starts keeping job j, which a claim begun at from leased. A claim
+// that took so long that the lease ends within the stop margin gives a
+// lease already stopped: its push is the next lease's.
 func (ls *leases) hold(ctx context.Context, j jobs.Job, from time.Time) *leased {
 	l := &leased{job: j, until: from.Add(ls.term)}
 	l.ctx, l.cancel = context.WithCancel(ctx)
+	if time.Until(l.until) < ls.margin {
+		l.cancel()
+		return l
+	}
 	ls.mu.Lock()
 	if old := ls.held[j.ID]; old != nil {
 		ls.drop(old) // a lease of ours that ran out and was claimed again
@@ -89,7 +95,9 @@ func (ls *leases) drop(l *leased) {
 	if ls.held[l.job.ID] == l {
 		delete(ls.held, l.job.ID)
 	}
-	l.timer.Stop()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
 	l.cancel()
 }
 

@@ -153,3 +153,23 @@ func claimPushes(t *testing.T, db *pgxpool.Pool, term time.Duration) []jobs.Job 
 	}
 	return got
 }
+
+// TestAClaimThatTookTooLongHandsOutAStoppedLease: a claim whose lease ends
+// within the stop margin by the time it is held (the claim's transaction
+// was slow) gives a lease stopped at once, which the worker does not keep:
+// the push is the next lease's, and no call races another worker's.
+func TestAClaimThatTookTooLongHandsOutAStoppedLease(t *testing.T) {
+	ls := newLeases(nil, slog.New(slog.DiscardHandler))
+	j := jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1}
+	l := ls.hold(context.Background(), j, time.Now().Add(-ls.term+ls.margin/2))
+	if l.ctx.Err() == nil {
+		t.Fatal("a lease ending within the stop margin was handed out running")
+	}
+	if len(ls.held) != 0 {
+		t.Fatalf("the worker keeps %d leases, want none", len(ls.held))
+	}
+	ls.end(l) // as the call does when it finds the lease stopped
+	if fresh := ls.hold(context.Background(), j, time.Now()); fresh.ctx.Err() != nil || len(ls.held) != 1 {
+		t.Fatalf("a fresh lease: stopped %v, %d kept; want running and kept", fresh.ctx.Err(), len(ls.held))
+	}
+}

@@ -302,7 +302,9 @@ func (w *Worker) claim(ctx, drain context.Context, calls *lanes, n, free, room i
 		}
 	}
 	if len(stores) > 0 {
-		shops, err := w.Shops(ctx, stores)
+		sctx, cancel := context.WithTimeout(ctx, produceWait) // the claim's rows stay locked meanwhile
+		shops, err := w.Shops(sctx, stores)
+		cancel()
 		if err != nil {
 			return got, fmt.Errorf("shop domains: %w", err)
 		}
