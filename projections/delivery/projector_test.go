@@ -154,7 +154,6 @@ func TestAPendingDeliveryReadsCancelledOnceItsWebhookIsNoLongerActive(t *testing
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	f := newLogFixture(t, pool)
-	q := Queries{Pool: pool}
 	failed, waiting := uuid.New(), uuid.New()
 	batch := []*kgo.Record{f.task(failed, 1)}
 	for attempt := 1; attempt < 7; attempt++ {
@@ -173,7 +172,7 @@ func TestAPendingDeliveryReadsCancelledOnceItsWebhookIsNoLongerActive(t *testing
 	}
 	get := func(id uuid.UUID) read {
 		t.Helper()
-		r, ok, err := q.Get(ctx, f.account, f.hook, id)
+		r, ok, err := f.q.Get(ctx, f.account, f.hook, id)
 		if err != nil || !ok {
 			t.Fatalf("get delivery %s: %v (found %v)", id, err, ok)
 		}
@@ -185,7 +184,7 @@ func TestAPendingDeliveryReadsCancelledOnceItsWebhookIsNoLongerActive(t *testing
 	}
 	listed := func(status string) []uuid.UUID {
 		t.Helper()
-		rs, _, err := q.List(ctx, f.account, f.hook, status, nil, 10)
+		rs, _, err := f.q.List(ctx, f.account, f.hook, status, nil, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,31 +246,31 @@ func TestAResendStartsANewRunOfADeliveryShownCancelled(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	f := newLogFixture(t, pool)
-	q := Queries{Pool: pool}
 	d := uuid.New()
 	f.apply(t, pool, []*kgo.Record{f.task(d, 1), f.result(d, 1, 1, schemas.DeliveryPending)})
 	if _, err := pool.Exec(ctx, `UPDATE webhooks SET gen = 2 WHERE id = $1`, f.hook); err != nil {
 		t.Fatal(err)
 	}
-	before, ok, err := q.Get(ctx, f.account, f.hook, d)
+	before, ok, err := f.q.Get(ctx, f.account, f.hook, d)
 	if err != nil || !ok || before.Status != schemas.DeliveryCancelled {
 		t.Fatalf("before the resend the delivery reads %+v (%v, found %v), want cancelled", before, err, ok)
 	}
-	again, ok, err := q.Requeued(ctx, before, 2, 2, f.at.Add(time.Hour))
+	again, ok, err := f.q.Requeued(ctx, before, 2, 2, f.at.Add(time.Hour))
 	if err != nil || !ok || again.Status != schemas.DeliveryPending || again.Run != 2 || again.Gen != 2 {
 		t.Fatalf("the resend gave %+v (%v, requeued %v), want pending at run 2 of generation 2", again, err, ok)
 	}
-	if _, ok, err := q.Requeued(ctx, before, 2, 2, f.at.Add(time.Hour)); err != nil || ok {
+	if _, ok, err := f.q.Requeued(ctx, before, 2, 2, f.at.Add(time.Hour)); err != nil || ok {
 		t.Fatalf("a second resend of the same run was requeued (%v), want refused", err)
 	}
 	f.apply(t, pool, []*kgo.Record{f.resultOf(d, 1, 2, 1, schemas.DeliveryCancelled)})
-	if after, _, err := q.Get(ctx, f.account, f.hook, d); err != nil || after.Status != schemas.DeliveryPending || after.Run != 2 {
+	if after, _, err := f.q.Get(ctx, f.account, f.hook, d); err != nil || after.Status != schemas.DeliveryPending || after.Run != 2 {
 		t.Fatalf("after the old task's cancelled result the delivery reads %+v (%v), want pending at run 2", after, err)
 	}
 }
 
 // logFixture makes the records of one webhook's deliveries.
 type logFixture struct {
+	q             Queries // the log's queries, on the test's pool
 	n             schemas.Naming
 	hook, account uuid.UUID
 	at            time.Time
@@ -281,7 +280,7 @@ type logFixture struct {
 // newLogFixture records an active webhook (generation 1) to make them for.
 func newLogFixture(t *testing.T, pool *pgxpool.Pool) logFixture {
 	t.Helper()
-	f := logFixture{hook: uuid.New(), account: uuid.New(), at: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
+	f := logFixture{q: Queries{Pool: pool}, hook: uuid.New(), account: uuid.New(), at: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
 	f.handle = Projector(f.n, slog.New(slog.DiscardHandler)).Handle
 	if _, err := pool.Exec(context.Background(), `INSERT INTO webhooks (id, account_id, url, topics, is_active, gen, secret, created_at, updated_at)
 		VALUES ($1, $2, 'https://example.com/h', '{order.created}', true, 1, 's', now(), now())`, f.hook, f.account); err != nil {
@@ -357,7 +356,6 @@ func TestAFilteredPageLooksThroughAtMostFilterScanDeliveries(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	f := newLogFixture(t, pool)
-	q := Queries{Pool: pool}
 	failed := uuid.New()
 	if _, err := pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, status, gen, created_at)
 		VALUES ($1, $2, $3, $1, 'order.created', 'failed', 1, $4)`, failed, f.hook, f.account, f.at); err != nil {
@@ -368,7 +366,7 @@ func TestAFilteredPageLooksThroughAtMostFilterScanDeliveries(t *testing.T) {
 		FROM generate_series(1, $4) AS i`, f.hook, f.account, f.at, FilterScan+5); err != nil {
 		t.Fatal(err)
 	}
-	recs, resume, err := q.List(ctx, f.account, f.hook, schemas.DeliveryFailed, nil, 21)
+	recs, resume, err := f.q.List(ctx, f.account, f.hook, schemas.DeliveryFailed, nil, 21)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,14 +374,14 @@ func TestAFilteredPageLooksThroughAtMostFilterScanDeliveries(t *testing.T) {
 	if len(recs) != 0 || resume == nil || !resume.CreatedAt.Equal(wantResume) {
 		t.Fatalf("the first page holds %d deliveries and resumes at %+v, want none and to resume at %s", len(recs), resume, wantResume)
 	}
-	recs, resume, err = q.List(ctx, f.account, f.hook, schemas.DeliveryFailed, resume, 21)
+	recs, resume, err = f.q.List(ctx, f.account, f.hook, schemas.DeliveryFailed, resume, 21)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) != 1 || recs[0].ID != failed || resume != nil {
 		t.Fatalf("the second page holds %d deliveries and resumes at %+v, want the failed one and no resume", len(recs), resume)
 	}
-	recs, resume, err = q.List(ctx, f.account, f.hook, "", nil, 21)
+	recs, resume, err = f.q.List(ctx, f.account, f.hook, "", nil, 21)
 	if err != nil || len(recs) != 21 || resume != nil {
 		t.Fatalf("an unfiltered page holds %d deliveries and resumes at %+v (%v), want 21 and no resume", len(recs), resume, err)
 	}
