@@ -274,6 +274,19 @@ func (l *lanes) close() {
 	l.changed.Broadcast()
 }
 
+// takeQueued takes the calls still queued out (held no more) and returns
+// them, for the caller to let go: a stopping worker starts none of them.
+func (l *lanes) takeQueued() []call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	queued := l.queue
+	l.queue = nil
+	for _, c := range queued {
+		l.store(c.push.StoreID).held--
+	}
+	return queued
+}
+
 // callTimes keeps the last timedCalls call times and their median.
 type callTimes struct {
 	last   [timedCalls]time.Duration

@@ -327,3 +327,27 @@ func TestAClaimPassesTheBacklogOfAStoreThatHoldsWhatItMay(t *testing.T) {
 		t.Fatalf("the next claim took %d jobs, want the other store's push past the room", len(got))
 	}
 }
+
+// TestAStoppingWorkerTakesBackTheQueuedCalls: a worker that stops lets go
+// of the calls still queued at once; they are held no more, and no caller
+// gets them.
+func TestAStoppingWorkerTakesBackTheQueuedCalls(t *testing.T) {
+	l := newLanes(4)
+	store := uuid.New()
+	for range 2 {
+		if !l.admit(store, 10) {
+			t.Fatal("a push was not admitted")
+		}
+		l.put(call{job: jobs.Job{ID: uuid.New()}, push: order.PushJob{StoreID: store}})
+	}
+	if got := l.takeQueued(); len(got) != 2 {
+		t.Fatalf("%d calls taken back, want the 2 queued", len(got))
+	}
+	l.close()
+	if held := l.stores[store].held; held != 0 {
+		t.Fatalf("the store still holds %d pushes", held)
+	}
+	if _, ok := l.next(); ok {
+		t.Fatal("a caller got a call from closed lanes")
+	}
+}

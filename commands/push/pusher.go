@@ -46,6 +46,10 @@ type Worker struct {
 	Log    *slog.Logger
 	Calls  int            // platform calls at once, a quarter kept for stores with none under way (lanes); default DefaultCalls
 	Naming schemas.Naming // topic names on the cluster
+	// Drain is how long calls under way when the worker stops may go on,
+	// their outcomes sent; those still running then are cut off, and
+	// made again by the takeover. Default DrainGrace.
+	Drain time.Duration
 
 	leases *leases
 }
@@ -71,11 +75,11 @@ const (
 	// shedEvery is how often a worker whose room is full gives back the
 	// pushes of stores whose calls turned slow (lanes.shed).
 	shedEvery = time.Second
-	// drainGrace is how long calls under way when the worker stops may
-	// go on (within the service's default 20 s shutdown timeout); those
-	// still running then are cut off, and made again by the takeover.
-	drainGrace = 10 * time.Second
 )
+
+// DrainGrace is Worker.Drain's default: half the service's default 20 s
+// shutdown timeout.
+const DrainGrace = 10 * time.Second
 
 type call struct {
 	job    jobs.Job
@@ -100,6 +104,9 @@ func (w *Worker) Run(ctx context.Context) {
 	if w.Calls <= 0 {
 		w.Calls = DefaultCalls
 	}
+	if w.Drain <= 0 {
+		w.Drain = DrainGrace
+	}
 	if w.leases == nil {
 		w.leases = newLeases(w.Pool, w.Log)
 	}
@@ -109,14 +116,14 @@ func (w *Worker) Run(ctx context.Context) {
 	// The leases are kept until every push handed out is over.
 	defer func() { stopRenewing(); <-renewed }()
 	// The pushes' leases end with drain: a call under way when ctx ends
-	// goes on for drainGrace, and its outcome is sent, so a deploy does
-	// not cut calls short to be made again by the takeover. Pushes not
-	// yet called then are left to their next lease at once.
+	// goes on for w.Drain, and its outcome is sent, so a deploy does not
+	// cut calls short to be made again by the takeover. Pushes not yet
+	// called then are left to their next lease at once.
 	drain, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cut()
 	stopDrain := context.AfterFunc(ctx, func() {
-		w.Log.Info("pusher stopping; calls under way may finish", "within", drainGrace)
-		time.AfterFunc(drainGrace, cut)
+		w.Log.Info("pusher stopping; calls under way may finish", "within", w.Drain)
+		time.AfterFunc(w.Drain, cut)
 	})
 	defer stopDrain()
 	wake, stop := w.Notify.Subscribe(jobs.Notify, order.PushQueue)
@@ -148,7 +155,15 @@ func (w *Worker) Run(ctx context.Context) {
 		}()
 	}
 	var starts sync.WaitGroup // before the calls close: a start may still hand its call over
-	defer func() { starts.Wait(); calls.close(); wg.Wait() }()
+	defer func() {
+		starts.Wait()
+		for _, c := range calls.takeQueued() { // not started: the next lease's
+			w.leases.end(c.lease)
+			release()
+		}
+		calls.close()
+		wg.Wait()
+	}()
 	// shed lets go of the pushes of stores that hold more than their calls
 	// start in time: their leases run out, and other stores' pushes are
 	// claimed meanwhile. Only a full room needs it (a claim passes what
@@ -444,7 +459,9 @@ func (w *Worker) call(ctx context.Context, c call, done func()) (took time.Durat
 	// takeover before then, the decider being behind, would call again.
 	decided, unsubscribe := w.Notify.Subscribe(order.NotifyDecided, cmd.ID.String())
 	// Sent after ctx ended too: a call that finished while the worker
-	// drains has its outcome recorded.
+	// drains has its outcome recorded (the service flushes its producer
+	// before it closes it). Not bound to the drain, which ends when Run
+	// returns, before the record is acknowledged.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), produceWait)
 	w.Producer.Produce(pctx, rec, func(_ *kgo.Record, err error) {
 		cancel()

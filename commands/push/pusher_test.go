@@ -88,3 +88,37 @@ func TestAWakeWithoutTheOutcomesDecisionKeepsThePushLeased(t *testing.T) {
 		t.Fatal("the outcome's announcement did not end the wait as decided")
 	}
 }
+
+// TestAStoppingWorkerStartsNoCallNotUnderWay: once the worker stops, a
+// push still waiting for its start's decision stops waiting, and a call
+// not started is left to the job's next lease, though its lease (kept
+// while the worker drains) still holds.
+func TestAStoppingWorkerStartsNoCallNotUnderWay(t *testing.T) {
+	var requests atomic.Int64
+	platform := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Error(w, "unexpected", http.StatusInternalServerError)
+	}))
+	defer platform.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run, stop := context.WithCancel(ctx)
+	stop() // the worker is stopping; its drain goes on
+	w := &Worker{Platform: &Client{BaseURL: platform.URL}, Log: slog.New(slog.DiscardHandler), leases: newLeases(nil, slog.New(slog.DiscardHandler))}
+	j := jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(lease)}
+	st := started{call: call{job: j, lease: w.leases.hold(ctx, j, time.Now())}, command: uuid.New(), wake: make(chan string), stop: func() {}}
+	if w.decided(run, &order.Bus{}, st) {
+		t.Fatal("a start waiting for its decision went on after the worker stopped")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the start waited on after the worker stopped")
+	}
+	c := call{job: j, lease: w.leases.hold(ctx, j, time.Now()),
+		push: order.PushJob{StoreID: uuid.New(), IdempotencyKey: uuid.New()}, domain: "shop.example", known: true}
+	done := 0
+	w.call(run, c, func() { done++ })
+	if done != 1 || requests.Load() != 0 || len(w.leases.held) != 0 {
+		t.Fatalf("done %d times after %d platform requests, %d leases kept; want done once, no request, none kept",
+			done, requests.Load(), len(w.leases.held))
+	}
+}

@@ -79,6 +79,7 @@ type App struct {
 	brokerMetrics *brokerMetrics // of every Kafka client (kafkaMetrics)
 	listener      net.Listener
 	cancel        context.CancelFunc
+	stopPusher    context.CancelFunc // the pusher's own cancel, first at Stop
 	wg            sync.WaitGroup
 	serveErr      chan error
 	stopOnce      sync.Once
@@ -319,9 +320,15 @@ func (a *App) startPusher(ctx context.Context) error {
 		base = "http://" + ln.Addr().String()
 		a.Log.Info("store platform simulator started", "addr", ln.Addr().String())
 	}
+	// The pusher drains its calls within half the shutdown timeout, from
+	// the start of Stop (it is stopped first: no request of the API waits
+	// on it), so their outcomes go out before the producer closes.
 	a.Pusher = &push.Worker{Pool: a.Work, Producer: a.Producer, Platform: &push.Client{BaseURL: base},
-		Shops: shops.ShopDomains, Notify: a.Notify, Log: a.Log, Naming: a.Naming}
-	a.goRun(func() { a.Pusher.Run(ctx) })
+		Shops: shops.ShopDomains, Notify: a.Notify, Log: a.Log, Naming: a.Naming,
+		Drain: min(push.DrainGrace, a.Config.ShutdownTimeout/2)}
+	pushCtx, stopPusher := context.WithCancel(ctx)
+	a.stopPusher = stopPusher
+	a.goRun(func() { a.Pusher.Run(pushCtx) })
 	return nil
 }
 
@@ -477,6 +484,9 @@ func (a *App) Stop() {
 	a.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
 		defer cancel()
+		if a.stopPusher != nil {
+			a.stopPusher()
+		}
 		if a.stopAPI != nil {
 			if err := a.stopAPI(ctx); err != nil {
 				a.Log.Warn("http shutdown", "err", err)
