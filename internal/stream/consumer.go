@@ -518,6 +518,9 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		if r.Producer == nil {
 			return nil, errors.New("the stage emits records but the runner has no producer")
 		}
+		if err := r.fits(emitted); err != nil {
+			return nil, Poison(fmt.Errorf("%s emits %w", c.Name, err))
+		}
 		if err := r.Producer.ProduceSync(ctx, emitted...).FirstErr(); err != nil {
 			return nil, fmt.Errorf("produce what %s emits: %w", c.Name, err)
 		}
@@ -527,6 +530,42 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 	}
 	return applied, nil
 }
+
+// fits refuses, before any is produced, records of which one is larger
+// than the producer takes (ProducerBatchMaxBytes). Produced together, the
+// others would go on the log for a transaction that then rolls back, and
+// the batch would not be redone as such (its cause is dead-lettered), so
+// they would stand: an event of a decision never stored. Refused as
+// poison, the batch is narrowed down to the record that causes it, which
+// is dead-lettered with nothing emitted.
+func (r *Runner) fits(recs []*kgo.Record) error {
+	limit, _ := r.Producer.OptValue(kgo.ProducerBatchMaxBytes).(int32)
+	if limit <= 0 {
+		return nil
+	}
+	for _, rec := range recs {
+		if n := recordBytes(rec); n > int(limit) {
+			return fmt.Errorf("a record of about %d bytes to %s, more than the %d bytes a produce carries", n, rec.Topic, limit)
+		}
+	}
+	return nil
+}
+
+// recordBytes bounds from above what rec takes in a record batch of its
+// own: the batch's header, the record's length prefixes at their widest,
+// its key, value and headers.
+func recordBytes(rec *kgo.Record) int {
+	n := recordBatchHeader + 6*maxVarint + len(rec.Key) + len(rec.Value)
+	for _, h := range rec.Headers {
+		n += 2*maxVarint + len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+const (
+	recordBatchHeader = 61 // a record batch's fixed fields, with its length
+	maxVarint         = 5  // the widest a length or delta is encoded
+)
 
 // claimOffsets locks the offset rows of keys (creating the missing ones
 // at 0), moves each forward to its next unless it is already there or

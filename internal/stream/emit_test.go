@@ -85,3 +85,52 @@ func TestEmittedRecordsAreProducedBeforeTheBatchCommits(t *testing.T) {
 		t.Errorf("handler ran %d times", calls.Load())
 	}
 }
+
+// TestARecordTooLargeToEmitLeavesNothingOfItsBatchOnTheLog: a handler that
+// emits, for one input, a small record and one larger than the producer
+// takes. Nothing that input causes reaches the log (produced one by one,
+// the small record would stand for a transaction that rolled back); the
+// input is dead-lettered, and every other input's record is emitted.
+func TestARecordTooLargeToEmitLeavesNothingOfItsBatchOnTheLog(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	if err := kafka.EnsureTopics(ctx, f.prod, kafka.TopicSpec{Partitions: 2}, outTopic); err != nil {
+		t.Fatal(err)
+	}
+	limit, _ := f.prod.OptValue(kgo.ProducerBatchMaxBytes).(int32)
+	c := Consumer{Name: "test.emit-large", Topics: []string{topic}, MaxBatch: 100, Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+		if _, err := insertHandler(ctx, tx, recs); err != nil {
+			return nil, err
+		}
+		var out []*kgo.Record
+		for _, r := range recs {
+			out = append(out, &kgo.Record{Topic: outTopic, Key: r.Key, Value: append([]byte("out-"), r.Value...)})
+			if string(r.Value) == "large" {
+				out = append(out, &kgo.Record{Topic: outTopic, Key: r.Key, Value: make([]byte, limit)})
+			}
+		}
+		return out, nil
+	}}
+	f.produce(t, 0, 20)
+	f.produceValues(t, "large")
+	f.produce(t, 20, 40)
+	r := f.startDL(t, c, nil)
+	defer r.stop()
+	f.waitCount(t, 40)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := len(f.deadLetters(t, c.Name)); n != 1 {
+			return fmt.Errorf("%d dead letters, want the large one's input", n)
+		}
+		return nil
+	})
+	emitted := map[string]int{}
+	for _, rec := range f.readAll(t, outTopic) {
+		emitted[string(rec.Value)]++
+	}
+	if n := emitted["out-large"]; n != 0 {
+		t.Errorf("the dead-lettered input's small record was emitted %d times", n)
+	}
+	if len(emitted) != 40 {
+		t.Errorf("%d inputs have an emitted record, want the 40 others", len(emitted))
+	}
+}
