@@ -15,6 +15,7 @@ import (
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/testenv"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -440,4 +441,35 @@ func TestTheHandlerPlansWithTheConnectionsOwnSetting(t *testing.T) {
 	if len(seen) != 3 {
 		t.Fatalf("the handler ran %d times, want 3", len(seen))
 	}
+}
+
+// TestAStoppedConsumerLeavesItsGroupsOffsetsAtWhatItApplied: the group's
+// offsets in Kafka, which the lag metric reads, are committed when the
+// consumer gives its partitions up, not only every second: stopped right
+// after it applied a batch, the group shows no lag.
+func TestAStoppedConsumerLeavesItsGroupsOffsetsAtWhatItApplied(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	c := Consumer{Name: "test.commits", Topics: []string{topic}, MaxBatch: 100, Handle: insertHandler}
+	r := f.start(c)
+	f.produce(t, 0, 10)
+	f.waitCount(t, 10)
+	f.produce(t, 10, 40)
+	f.waitCount(t, 40)
+	r.stop() // within a second of the last batch: before the periodic commit, most likely
+	adm := kadm.NewClient(f.prod)
+	committed, err := adm.FetchOffsets(ctx, c.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(end kadm.ListedOffset) {
+		got, ok := committed.Lookup(end.Topic, end.Partition)
+		if end.Offset > 0 && (!ok || got.At != end.Offset) {
+			t.Errorf("partition %d: the group's offset is %d (committed %v), the log ends at %d", end.Partition, got.At, ok, end.Offset)
+		}
+	})
 }
