@@ -52,6 +52,15 @@ func TestAResentCommandsDecisionCountsOnceTheDeciderIsPastIt(t *testing.T) {
 		t.Fatalf("the table's decision %+v (%v, found %v) should look current then: that is the trap", d, err, ok)
 	}
 
+	// Applied up to the resent start, not the start itself: not yet.
+	if _, err := pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $2 WHERE consumer = $1`, DeciderName, at.Offset); err != nil {
+		t.Fatal(err)
+	}
+	wake <- ""
+	if d, err := bus.AwaitSent(ctx, wake, start, at, 500*time.Millisecond); !errors.Is(err, ErrUndecided) {
+		t.Fatalf("with the decider at the resent start the wait gave %+v, %v; want ErrUndecided", d, err)
+	}
+
 	// The decider applies the outcome (the order fails: version 3) and the
 	// resent start, and announces the start again by id alone.
 	if _, err := pool.Exec(ctx, `UPDATE order_state SET version = 3 WHERE order_id = $1`, orderID); err != nil {
