@@ -19,13 +19,7 @@ import (
 // the push's lease was lost (not renewed in time, or taken by another) is
 // left to the job's next lease; the platform is not called.
 func TestAPushWhoseLeaseWasLostMakesNoCall(t *testing.T) {
-	var requests atomic.Int64
-	platform := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		http.Error(w, "unexpected", http.StatusInternalServerError)
-	}))
-	defer platform.Close()
-	w := &Worker{Platform: &Client{BaseURL: platform.URL}, Log: slog.New(slog.DiscardHandler), leases: newLeases(nil, slog.New(slog.DiscardHandler))}
+	w, requests := workerOfARefusingPlatform(t)
 	j := jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(lease)}
 	c := call{job: j, lease: w.leases.hold(context.Background(), j, time.Now()),
 		push: order.PushJob{StoreID: uuid.New(), IdempotencyKey: uuid.New()}, domain: "shop.example", known: true}
@@ -94,17 +88,11 @@ func TestAWakeWithoutTheOutcomesDecisionKeepsThePushLeased(t *testing.T) {
 // not started is left to the job's next lease, though its lease (kept
 // while the worker drains) still holds.
 func TestAStoppingWorkerStartsNoCallNotUnderWay(t *testing.T) {
-	var requests atomic.Int64
-	platform := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		http.Error(w, "unexpected", http.StatusInternalServerError)
-	}))
-	defer platform.Close()
+	w, requests := workerOfARefusingPlatform(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	run, stop := context.WithCancel(ctx)
 	stop() // the worker is stopping; its drain goes on
-	w := &Worker{Platform: &Client{BaseURL: platform.URL}, Log: slog.New(slog.DiscardHandler), leases: newLeases(nil, slog.New(slog.DiscardHandler))}
 	j := jobs.Job{ID: uuid.New(), Step: order.StepStart, Attempt: 1, DueAt: time.Now().Add(lease)}
 	st := started{call: call{job: j, lease: w.leases.hold(ctx, j, time.Now())}, command: uuid.New(), wake: make(chan string), stop: func() {}}
 	if w.decided(run, &order.Bus{}, st) {
@@ -121,4 +109,17 @@ func TestAStoppingWorkerStartsNoCallNotUnderWay(t *testing.T) {
 		t.Fatalf("done %d times after %d platform requests, %d leases kept; want done once, no request, none kept",
 			done, requests.Load(), len(w.leases.held))
 	}
+}
+
+// workerOfARefusingPlatform is a worker whose platform answers every
+// request 500, and how many it got: for tests that want no call.
+func workerOfARefusingPlatform(t *testing.T) (*Worker, *atomic.Int64) {
+	requests := new(atomic.Int64)
+	platform := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Error(w, "unexpected", http.StatusInternalServerError)
+	}))
+	t.Cleanup(platform.Close)
+	return &Worker{Platform: &Client{BaseURL: platform.URL}, Log: slog.New(slog.DiscardHandler),
+		leases: newLeases(nil, slog.New(slog.DiscardHandler))}, requests
 }
