@@ -45,6 +45,7 @@ type Queries struct{ Pool *pgxpool.Pool }
 // at the disable ends with its own outcome (failed after its last attempt,
 // success). Nothing rewrites such rows in bulk, so a delivery's status is
 // in no index, and its results are written in place (HOT).
+//
 // Columns in extra follow the record's, for scanRecord's extra.
 func selectRecords(source string, extra ...string) string {
 	var more string
@@ -113,7 +114,7 @@ func (q Queries) List(ctx context.Context, account, webhook uuid.UUID, status st
 	rows, err := q.Pool.Query(ctx, selectRecords(`(SELECT *, row_number() OVER (ORDER BY created_at DESC, id DESC) AS n
 			FROM webhook_deliveries
 			WHERE webhook_id = $1 AND account_id = $2 AND ($4::timestamptz IS NULL OR (created_at, id) < ($4, $5))
-			ORDER BY created_at DESC, id DESC LIMIT $7)`, "d.n", "$3 IN ('', "+shownStatus+")")+`
+			ORDER BY created_at DESC, id DESC LIMIT $7)`, "d.n")+`
 		WHERE $3 IN ('', `+shownStatus+`) OR d.n = $7
 		ORDER BY d.created_at DESC, d.id DESC LIMIT $6 + 1`, webhook, account, status, after, afterID, limit, scan)
 	if err != nil {
@@ -123,12 +124,11 @@ func (q Queries) List(ctx context.Context, account, webhook uuid.UUID, status st
 	recs = []Record{}
 	for rows.Next() {
 		var n int64
-		var match bool
-		r, err := scanRecord(rows, &n, &match)
+		r, err := scanRecord(rows, &n)
 		if err != nil {
 			return nil, nil, err
 		}
-		if match && len(recs) < limit {
+		if (status == "" || r.Status == status) && len(recs) < limit {
 			recs = append(recs, r)
 		}
 		if n == int64(scan) && len(recs) < limit {
