@@ -50,9 +50,11 @@ type Consumer struct {
 	Linger      time.Duration
 	LingerBatch int
 	brief       bool // Linger is BriefLinger by default: only when busy
-	// IdleCheck is how often an idle consumer looks for a rewind of its
-	// stored offsets (an operator's edit); default 2s.
-	IdleCheck time.Duration
+	// OffsetCheck is how often the consumer compares its stored offsets
+	// with what it applied, to find a rewind (an operator's edit) of a
+	// partition no record comes to; default 2s. A batch finds the rewind
+	// of a partition it has records of.
+	OffsetCheck time.Duration
 	// DeadLetterAs names the consumer whose dead-letter topic takes this
 	// one's dead letters (default: its own, Naming.DeadLetterTopic(Name)):
 	// a read model's rebuild dead-letters what its projector does.
@@ -99,8 +101,8 @@ func (r *Runner) Run(ctx context.Context, c Consumer) error {
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 1000
 	}
-	if c.IdleCheck <= 0 {
-		c.IdleCheck = 2 * time.Second
+	if c.OffsetCheck <= 0 {
+		c.OffsetCheck = 2 * time.Second
 	}
 	if c.Linger == 0 {
 		c.Linger, c.LingerBatch, c.brief = BriefLinger, BriefLingerBatch, true
@@ -198,10 +200,21 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	defer cl.Close()
 
 	apply := r.policies(c, log, logStartOf(cl))
-	lastIdleCheck := time.Now()
+	lastCheck := time.Now()
 	var flow arrivals
 	for {
-		pollCtx, cancel := context.WithTimeout(ctx, c.IdleCheck)
+		if time.Since(lastCheck) >= c.OffsetCheck {
+			lastCheck = time.Now()
+			mu.Lock()
+			snapshot := maps.Clone(next)
+			mu.Unlock()
+			if rewound, err := storedBehind(ctx, r.Pool, c.Name, snapshot); err != nil {
+				log.Warn("offset check failed", "err", err)
+			} else if rewound {
+				return errRejoin
+			}
+		}
+		pollCtx, cancel := context.WithTimeout(ctx, c.OffsetCheck)
 		fetches := cl.PollRecords(pollCtx, c.MaxBatch)
 		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -224,17 +237,6 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			// batch goes stale.
 			r.Metrics.progress(c.Name)
 			cl.AllowRebalance()
-			if time.Since(lastIdleCheck) >= c.IdleCheck {
-				lastIdleCheck = time.Now()
-				mu.Lock()
-				snapshot := maps.Clone(next)
-				mu.Unlock()
-				if rewound, err := storedBehind(ctx, r.Pool, c.Name, snapshot); err != nil {
-					log.Warn("idle offset check failed", "err", err)
-				} else if rewound {
-					return errRejoin
-				}
-			}
 			continue
 		}
 		_, err := apply(ctx, recs)

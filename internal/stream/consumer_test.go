@@ -62,7 +62,9 @@ func setup(t *testing.T) fixture {
 	return fixture{pool: pool, brokers: brokers, prod: prod}
 }
 
-func (f fixture) produce(t *testing.T, from, to int) {
+// produce writes records from to to (values v<i>) and returns them with
+// their partitions and offsets.
+func (f fixture) produce(t *testing.T, from, to int) []*kgo.Record {
 	t.Helper()
 	var recs []*kgo.Record
 	for i := from; i < to; i++ {
@@ -71,6 +73,7 @@ func (f fixture) produce(t *testing.T, from, to int) {
 	if err := f.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	return recs
 }
 
 // insertHandler records each value and counts how often it was applied;
@@ -121,7 +124,7 @@ func (f fixture) start(c Consumer) running {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
-	c.IdleCheck = 200 * time.Millisecond
+	c.OffsetCheck = 200 * time.Millisecond
 	go func() { defer close(done); _ = runner.Run(ctx, c) }()
 	return running{cancel, done}
 }
@@ -318,7 +321,7 @@ func TestReplayRewindsARunningConsumer(t *testing.T) {
 func TestReplayRewindsABusyConsumer(t *testing.T) {
 	f := setup(t)
 	c := Consumer{Name: "test.busy", Topics: []string{topic}, Handle: insertHandler, MaxBatch: 5}
-	c.IdleCheck = time.Hour
+	c.OffsetCheck = time.Hour
 	f.produce(t, 0, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -471,5 +474,78 @@ func TestAStoppedConsumerLeavesItsGroupsOffsetsAtWhatItApplied(t *testing.T) {
 		if end.Offset > 0 && (!ok || got.At != end.Offset) {
 			t.Errorf("partition %d: the group's offset is %d (committed %v), the log ends at %d", end.Partition, got.At, ok, end.Offset)
 		}
+	})
+}
+
+// TestARewindOfAQuietPartitionIsFoundWhileTheStageIsBusy: the stored
+// offsets are compared with what was applied on time, not only when a poll
+// comes back empty, so a partition rewound while it gets no records is
+// read again though records keep coming on another.
+func TestARewindOfAQuietPartitionIsFoundWhileTheStageIsBusy(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	c := Consumer{Name: "test.quiet", Topics: []string{topic}, Handle: insertHandler}
+	first := f.produce(t, 0, 30)
+	r := f.start(c)
+	defer r.stop()
+	f.waitCount(t, 30)
+
+	busy := &kgo.Record{Topic: topic, Key: []byte("busy"), Value: []byte("b0")}
+	if err := f.prod.ProduceSync(ctx, busy).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var quiet []string
+	var partition int32 = -1
+	for _, rec := range first {
+		if rec.Partition != busy.Partition && (partition < 0 || rec.Partition == partition) {
+			partition = rec.Partition
+			quiet = append(quiet, string(rec.Value))
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			rec := &kgo.Record{Topic: topic, Key: []byte("busy"), Value: []byte(fmt.Sprintf("b%d", i))}
+			if err := f.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM applied WHERE value = ANY($1)`, quiet); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE consumer_offsets SET next_offset = 0 WHERE consumer = $1 AND partition = $2`, c.Name, partition)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var n, twice int
+		if err := f.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE n > 1) FROM applied WHERE value = ANY($1)`,
+			quiet).Scan(&n, &twice); err != nil {
+			return err
+		}
+		if twice > 0 {
+			t.Fatalf("%d records of the rewound partition were applied twice", twice)
+		}
+		if n != len(quiet) {
+			return fmt.Errorf("%d of the rewound partition's %d records applied again", n, len(quiet))
+		}
+		return nil
 	})
 }

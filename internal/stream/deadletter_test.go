@@ -103,7 +103,7 @@ func (f fixture) startDL(t *testing.T, c Consumer, m *Metrics) running {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod, Metrics: m}
-	c.IdleCheck = 200 * time.Millisecond
+	c.OffsetCheck = 200 * time.Millisecond
 	go func() { defer close(done); _ = runner.Run(ctx, c) }()
 	return running{cancel, done}
 }
