@@ -14,6 +14,7 @@ import (
 	"github.com/printpod/pod/schemas"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -221,7 +222,14 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			cl.AllowRebalance()
 			return ctx.Err()
 		}
-		logFetchErrors(fetches, log)
+		failure := fetchFailure(fetches, log)
+		if errors.Is(failure, kerr.UnknownTopicID) {
+			// franz-go keeps the id a topic had when the client first
+			// read it, and fails a topic deleted and made again for good:
+			// a new client (the next session) reads the new one.
+			cl.AllowRebalance()
+			return fmt.Errorf("a topic it consumes was deleted and made again: %w", failure)
+		}
 		recs := fetches.Records()
 		if len(recs) > 0 && c.Linger > 0 && (!c.brief || flow.busy(time.Now())) {
 			var closed bool
@@ -233,10 +241,20 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		}
 		flow.add(len(recs), time.Now())
 		if len(recs) == 0 {
-			// Nothing to do is progress too: only a consumer stuck on a
-			// batch goes stale.
-			r.Metrics.progress(c.Name)
 			cl.AllowRebalance()
+			if failure != nil {
+				// A failed fetch is no progress, and a poll at once
+				// would fail as fast.
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			// Nothing to do is progress too: only a consumer stuck on a
+			// batch, or whose fetches fail, goes stale.
+			r.Metrics.progress(c.Name)
 			continue
 		}
 		_, err := apply(ctx, recs)
@@ -307,18 +325,28 @@ func linger(ctx context.Context, cl *kgo.Client, c Consumer, recs []*kgo.Record,
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return recs, true
 		}
-		logFetchErrors(fetches, log)
 		recs = append(recs, fetches.Records()...)
+		if fetchFailure(fetches, log) != nil {
+			break // the session's next poll sees it
+		}
 	}
 	return recs, false
 }
 
-func logFetchErrors(fetches kgo.Fetches, log *slog.Logger) {
+// fetchFailure logs the errors of a poll, other than its own deadline, and
+// returns the first, or one that says a topic was made again.
+func fetchFailure(fetches kgo.Fetches, log *slog.Logger) error {
+	var failure error
 	fetches.EachError(func(t string, p int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		if failure == nil || errors.Is(err, kerr.UnknownTopicID) {
+			failure = err
 		}
 	})
+	return failure
 }
 
 // Step applies a batch and returns the records it applied.

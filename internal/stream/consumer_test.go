@@ -15,9 +15,12 @@ import (
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/pg"
 	"github.com/printpod/pod/internal/testenv"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 )
 
@@ -28,6 +31,7 @@ const topic = "test.stream"
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type fixture struct {
+	cluster *kfake.Cluster
 	pool    *pgxpool.Pool
 	brokers []string
 	prod    *kgo.Client
@@ -59,7 +63,7 @@ func setup(t *testing.T) fixture {
 	if err := kafka.EnsureTopics(ctx, prod, kafka.TopicSpec{Partitions: 3}, topic); err != nil {
 		t.Fatal(err)
 	}
-	return fixture{pool: pool, brokers: brokers, prod: prod}
+	return fixture{cluster: cluster, pool: pool, brokers: brokers, prod: prod}
 }
 
 // produce writes records from to to (values v<i>) and returns them with
@@ -548,4 +552,85 @@ func TestARewindOfAQuietPartitionIsFoundWhileTheStageIsBusy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAConsumerWhoseFetchesFailMakesNoProgress: a poll that comes back
+// without records because its fetches failed is not an idle consumer's.
+// The progress the stall alert reads stays where it was while they fail
+// (the loop waits a second between such polls rather than spinning), and
+// moves again once they succeed.
+func TestAConsumerWhoseFetchesFailMakesNoProgress(t *testing.T) {
+	f := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Metrics: NewMetrics(reg)}
+	c := Consumer{Name: "test.failing", Topics: []string{topic}, Handle: insertHandler, OffsetCheck: 200 * time.Millisecond}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = runner.Run(ctx, c) }()
+	defer func() { cancel(); <-done }()
+	f.produce(t, 0, 10)
+	f.waitCount(t, 10)
+
+	progress := func() time.Time {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "pod_consumer_last_progress_timestamp_seconds" {
+				return time.Unix(0, int64(mf.GetMetric()[0].GetGauge().GetValue()*1e9))
+			}
+		}
+		t.Fatal("no progress gauge")
+		return time.Time{}
+	}
+	var failing atomic.Bool
+	var failed atomic.Int32
+	failing.Store(true)
+	f.cluster.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		f.cluster.KeepControl()
+		req := r.(*kmsg.FetchRequest)
+		if !failing.Load() || len(req.Topics) == 0 {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		failed.Add(1)
+		return resp, nil, true
+	})
+	since := time.Now()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := failed.Load(); n < 4 {
+			return fmt.Errorf("%d fetches failed", n)
+		}
+		return nil
+	})
+	// The poll under way when the fetches began to fail may have come
+	// back empty on its own deadline a moment after since.
+	if last := progress(); last.After(since.Add(c.OffsetCheck + 500*time.Millisecond)) {
+		t.Fatalf("progress moved to %s, %s after the fetches began to fail", last.Format(time.RFC3339Nano), last.Sub(since))
+	}
+	if n, took := failed.Load(), time.Since(since); float64(n) > took.Seconds()+3 {
+		t.Fatalf("%d failed fetches in %s: the loop polls again at once", n, took)
+	}
+	failing.Store(false)
+	stopped := time.Now()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if last := progress(); !last.After(stopped) {
+			return fmt.Errorf("progress at %s, the fetches succeed since %s", last.Format(time.RFC3339Nano), stopped.Format(time.RFC3339Nano))
+		}
+		return nil
+	})
+	f.produce(t, 10, 20)
+	f.waitCount(t, 20)
 }

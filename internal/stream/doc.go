@@ -42,8 +42,10 @@
 //   - Dead letters are counted (pod_consumer_dead_letters_total) and
 //     pod_consumer_last_progress_timestamp_seconds moves whenever a batch is
 //     applied or dead-lettered or a poll finds nothing to do, so it goes
-//     stale only for a consumer stuck retrying. podctl dlq list|replay shows
-//     and re-drives dead letters.
+//     stale only for a consumer stuck retrying or whose fetches fail (a
+//     poll that brings only errors is followed by a second's wait, not
+//     counted as idle). podctl dlq list|replay shows and re-drives dead
+//     letters.
 //   - When the stored offset moves backwards (an operator's edit of
 //     consumer_offsets), the consumer rejoins and starts again from the
 //     stored offsets. When it moves forwards (a read model's rebuild swapped
