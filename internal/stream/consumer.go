@@ -200,7 +200,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 	defer cl.Close()
 
-	apply := r.policies(c, log, logStartOf(cl))
+	apply := r.policies(c, log, logBoundsOf(cl))
 	lastCheck := time.Now()
 	var flow arrivals
 	for {
@@ -359,11 +359,11 @@ type Policy func(next Step) Step
 // (apply), wrapped, from the inside out, by panic recovery, the batch
 // metrics, retry with backoff, and the dead-letter policy. A stage's
 // handler knows none of them.
-func (r *Runner) policies(c Consumer, log *slog.Logger, logStart logStartFunc) Step {
+func (r *Runner) policies(c Consumer, log *slog.Logger, logs logBoundsFunc) Step {
 	step := Step(func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
-		return r.apply(ctx, c, logStart, recs)
+		return r.apply(ctx, c, logs, recs)
 	})
-	for _, p := range []Policy{recovering(c.Name), r.measuring(c.Name), retrying(log), r.isolating(c, log, logStart)} {
+	for _, p := range []Policy{recovering(c.Name), r.measuring(c.Name), retrying(log), r.isolating(c, log, logs)} {
 		step = p(step)
 	}
 	return step
@@ -450,7 +450,7 @@ func retrying(log *slog.Logger) Policy {
 // go on. Every piece commits its own records with their offsets, so each
 // good record is still applied exactly once. It returns the records
 // applied (not the dead letters).
-func (r *Runner) isolating(c Consumer, log *slog.Logger, logStart logStartFunc) Policy {
+func (r *Runner) isolating(c Consumer, log *slog.Logger, logs logBoundsFunc) Policy {
 	return func(next Step) Step {
 		var isolate Step
 		isolate = func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
@@ -460,7 +460,7 @@ func (r *Runner) isolating(c Consumer, log *slog.Logger, logStart logStartFunc) 
 				return applied, err
 			}
 			if len(recs) == 1 {
-				return nil, r.deadLetterWithRetry(ctx, c, log, logStart, recs[0], poisoned.err)
+				return nil, r.deadLetterWithRetry(ctx, c, log, logs, recs[0], poisoned.err)
 			}
 			log.Warn("batch fails permanently; narrowing it down", "records", len(recs), "err", poisoned.err)
 			mid := len(recs) / 2
@@ -477,12 +477,12 @@ func (r *Runner) isolating(c Consumer, log *slog.Logger, logStart logStartFunc) 
 
 // deadLetterWithRetry dead-letters rec, retrying (Kafka or Postgres being
 // down is transient) until it is done or ctx ends.
-func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.Logger, logStart logStartFunc, rec *kgo.Record, cause error) error {
+func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.Logger, logs logBoundsFunc, rec *kgo.Record, cause error) error {
 	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
 	return retry.Do(ctx, backoff, func(ctx context.Context) error {
 		dlCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		done, err := r.deadLetter(dlCtx, c, logStart, rec, cause)
+		done, err := r.deadLetter(dlCtx, c, logs, rec, cause)
 		if errors.Is(err, errRejoin) || ctx.Err() != nil {
 			return err
 		}
@@ -507,7 +507,7 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 // locks, so an emitted record is never lost (a crash before the commit
 // redoes the batch, which emits the same records again) and two members
 // never emit for one partition at once.
-func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
+func (r *Runner) apply(ctx context.Context, c Consumer, logs logBoundsFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
 	tx, err := r.Pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -538,9 +538,14 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logStart logStartFunc, r
 		for i < len(part) && part[i].Offset < stored[k] {
 			i++
 		}
+		if i > 0 {
+			if err := r.pastEnd(ctx, tx, c, logs, k, stored[k]); err != nil {
+				return nil, err
+			}
+		}
 		part = part[i:]
 		if len(part) > 0 && part[0].Offset > stored[k] {
-			if err := r.behind(ctx, c, logStart, k, stored[k], part[0].Offset); err != nil {
+			if err := r.behind(ctx, c, logs, k, stored[k], part[0].Offset); err != nil {
 				return nil, err
 			}
 		}
@@ -694,8 +699,8 @@ func keyColumns(keys []tp) ([]string, []int32) {
 // first is the log's start) does it go on, logging the gap; a stored
 // offset before the log's start is reset to the start on the re-read, so
 // the next batch is that case.
-func (r *Runner) behind(ctx context.Context, c Consumer, logStart logStartFunc, k tp, stored, first int64) error {
-	start, err := logStart(ctx, k.topic, k.partition)
+func (r *Runner) behind(ctx context.Context, c Consumer, logs logBoundsFunc, k tp, stored, first int64) error {
+	start, _, err := logs(ctx, k.topic, k.partition)
 	if err != nil {
 		return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
 	}
@@ -707,20 +712,60 @@ func (r *Runner) behind(ctx context.Context, c Consumer, logStart logStartFunc, 
 	return nil
 }
 
-// logStartFunc tells the first offset a partition's log still holds.
-type logStartFunc func(ctx context.Context, topic string, partition int32) (int64, error)
+// pastEnd checks, when records fetched for k are below its stored offset,
+// that they are records applied before (a zombie's fetch, a rebuild's
+// offsets swapped in) and not those of a log that ends before the stored
+// offset. That log lost what was applied (a topic deleted and made again,
+// an unclean leader election): kept, the stored offset would drop
+// everything written to it since as applied, with no sign, until the log
+// grew past it again. Its stored offset is moved to the log's start
+// instead (only if it is still the one read, in a transaction of its own
+// once tx is rolled back) and the consumer re-reads (errRejoin). The
+// records still there are applied again, which consumers take once by id.
+func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs logBoundsFunc, k tp, stored int64) error {
+	start, end, err := logs(ctx, k.topic, k.partition)
+	if err != nil {
+		return fmt.Errorf("log offsets of %s/%d: %w", k.topic, k.partition, err)
+	}
+	if end >= stored {
+		return nil
+	}
+	r.Log.Error("a log ends before the offset stored for it: it lost records applied before (a topic deleted and made again, an unclean leader election); applying it again from its start",
+		"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", stored, "log_start", start, "log_end", end)
+	if err := tx.Rollback(ctx); err != nil {
+		return fmt.Errorf("roll back: %w", err)
+	}
+	if _, err := r.Pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, updated_at = now()
+		WHERE consumer = $1 AND topic = $2 AND partition = $3 AND next_offset = $5`,
+		c.Name, k.topic, k.partition, start, stored); err != nil {
+		return fmt.Errorf("move the stored offset of %s/%d to its log's start: %w", k.topic, k.partition, err)
+	}
+	return errRejoin
+}
 
-func logStartOf(cl *kgo.Client) logStartFunc {
-	return func(ctx context.Context, topic string, partition int32) (int64, error) {
-		offs, err := kadm.NewClient(cl).ListStartOffsets(ctx, topic)
-		if err != nil {
-			return 0, err
+// logBoundsFunc tells the first offset a partition's log still holds and
+// the offset its next record takes (its end, the high watermark).
+type logBoundsFunc func(ctx context.Context, topic string, partition int32) (start, end int64, err error)
+
+func logBoundsOf(cl *kgo.Client) logBoundsFunc {
+	return func(ctx context.Context, topic string, partition int32) (int64, int64, error) {
+		adm := kadm.NewClient(cl)
+		var bounds [2]int64
+		for i, list := range []func(context.Context, ...string) (kadm.ListedOffsets, error){adm.ListStartOffsets, adm.ListEndOffsets} {
+			offs, err := list(ctx, topic)
+			if err != nil {
+				return 0, 0, err
+			}
+			o, ok := offs.Lookup(topic, partition)
+			if !ok {
+				return 0, 0, fmt.Errorf("no offsets listed for %s/%d", topic, partition)
+			}
+			if o.Err != nil {
+				return 0, 0, o.Err
+			}
+			bounds[i] = o.Offset
 		}
-		o, ok := offs.Lookup(topic, partition)
-		if !ok {
-			return 0, fmt.Errorf("no start offset for %s/%d", topic, partition)
-		}
-		return o.Offset, o.Err
+		return bounds[0], bounds[1], nil
 	}
 }
 

@@ -211,13 +211,13 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 		{Topic: topic, Partition: 1, Offset: 0, Value: []byte("c")},
 	}
 	ctx := context.Background()
-	logStart := func(context.Context, string, int32) (int64, error) { return 0, nil }
-	applied, err := runner.apply(ctx, c, logStart, recs)
+	logs := func(context.Context, string, int32) (int64, int64, error) { return 0, 1 << 40, nil }
+	applied, err := runner.apply(ctx, c, logs, recs)
 	if err != nil || len(applied) != 3 {
 		t.Fatalf("first apply: %v, %d applied", err, len(applied))
 	}
 	again := append(recs, &kgo.Record{Topic: topic, Partition: 0, Offset: 2, Value: []byte("d")})
-	applied, err = runner.apply(ctx, c, logStart, again)
+	applied, err = runner.apply(ctx, c, logs, again)
 	if err != nil || len(applied) != 1 || string(applied[0].Value) != "d" {
 		t.Fatalf("second apply: %v, applied %v", err, applied)
 	}
@@ -227,24 +227,24 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 	// A batch that starts after the stored offset means the stored offset was
 	// rewound: the consumer must re-read, not skip.
 	gap := []*kgo.Record{{Topic: topic, Partition: 1, Offset: 5, Value: []byte("e")}}
-	if _, err := runner.apply(ctx, c, logStart, gap); !errors.Is(err, errRejoin) {
+	if _, err := runner.apply(ctx, c, logs, gap); !errors.Is(err, errRejoin) {
 		t.Fatalf("gap: %v, want errRejoin", err)
 	}
 	// ... unless retention removed the records in between: then it goes on.
-	gone := func(context.Context, string, int32) (int64, error) { return 5, nil }
+	gone := func(context.Context, string, int32) (int64, int64, error) { return 5, 1 << 40, nil }
 	if applied, err := runner.apply(ctx, c, gone, gap); err != nil || len(applied) != 1 {
 		t.Fatalf("gap before the log start: %v, applied %d", err, len(applied))
 	}
 	// A partition with no offset row yet counts as stored offset 0.
 	fresh := []*kgo.Record{{Topic: topic, Partition: 2, Offset: 3, Value: []byte("f")}}
-	if _, err := runner.apply(ctx, c, logStart, fresh); !errors.Is(err, errRejoin) {
+	if _, err := runner.apply(ctx, c, logs, fresh); !errors.Is(err, errRejoin) {
 		t.Fatalf("first batch starting past 0: %v, want errRejoin", err)
 	}
 	// Found by review: a replay clears the offsets of a log retention has
 	// truncated (it starts at 2) while a member fetches at 3. The record
 	// at 2 is still there: the member re-reads, rather than rebuilding the
 	// read model from where it happened to be.
-	truncated := func(context.Context, string, int32) (int64, error) { return 2, nil }
+	truncated := func(context.Context, string, int32) (int64, int64, error) { return 2, 1 << 40, nil }
 	if _, err := runner.apply(ctx, c, truncated, fresh); !errors.Is(err, errRejoin) {
 		t.Fatalf("a batch past the start of a truncated log, offsets cleared: %v, want errRejoin", err)
 	}
@@ -252,6 +252,23 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 	fromStart := []*kgo.Record{{Topic: topic, Partition: 2, Offset: 2, Value: []byte("g")}, fresh[0]}
 	if applied, err := runner.apply(ctx, c, truncated, fromStart); err != nil || len(applied) != 2 {
 		t.Fatalf("the re-read from the truncated log's start: %v, applied %d", err, len(applied))
+	}
+	// Records below the stored offset of a log that now ends before it
+	// (partition 0 is stored at 3, its log ends at 1) are a new log's,
+	// not records applied before: nothing is applied, the stored offset
+	// goes back to the log's start, and the consumer re-reads.
+	lost := func(context.Context, string, int32) (int64, int64, error) { return 0, 1, nil }
+	remade := []*kgo.Record{{Topic: topic, Partition: 0, Offset: 0, Value: []byte("h")}}
+	if applied, err := runner.apply(ctx, c, lost, remade); !errors.Is(err, errRejoin) || len(applied) != 0 {
+		t.Fatalf("a record of a log ending before the stored offset: %v, applied %d, want errRejoin", err, len(applied))
+	}
+	var stored int64
+	if err := f.pool.QueryRow(ctx, `SELECT next_offset FROM consumer_offsets WHERE consumer = $1 AND topic = $2 AND partition = 0`,
+		c.Name, topic).Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("the stored offset is %d (%v), want the log's start, 0", stored, err)
+	}
+	if applied, err := runner.apply(ctx, c, lost, remade); err != nil || len(applied) != 1 {
+		t.Fatalf("the re-read of the new log: %v, applied %d", err, len(applied))
 	}
 }
 
@@ -261,7 +278,7 @@ func TestConcurrentAppliesOfOneBatchApplyOnce(t *testing.T) {
 	f := setup(t)
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
 	c := Consumer{Name: "test.race", Handle: insertHandler}
-	logStart := func(context.Context, string, int32) (int64, error) { return 0, nil }
+	logs := func(context.Context, string, int32) (int64, int64, error) { return 0, 1 << 40, nil }
 	for round := 0; round < 20; round++ {
 		recs := []*kgo.Record{
 			{Topic: topic, Partition: 0, Offset: int64(2 * round), Value: []byte(fmt.Sprintf("r%d-a", round))},
@@ -272,7 +289,7 @@ func TestConcurrentAppliesOfOneBatchApplyOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, _ = runner.apply(context.Background(), c, logStart, recs)
+				_, _ = runner.apply(context.Background(), c, logs, recs)
 			}()
 		}
 		wg.Wait()
@@ -433,10 +450,10 @@ func TestTheHandlerPlansWithTheConnectionsOwnSetting(t *testing.T) {
 		return nil, err
 	}}
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
-	logStart := func(context.Context, string, int32) (int64, error) { return 0, nil }
+	logs := func(context.Context, string, int32) (int64, int64, error) { return 0, 1 << 40, nil }
 	for i := range 3 { // the first batch creates the offset rows and claims twice
 		recs := []*kgo.Record{{Topic: topic, Partition: int32(i % 2), Offset: int64(i / 2), Value: []byte("a")}}
-		if _, err := runner.apply(ctx, c, logStart, recs); err != nil {
+		if _, err := runner.apply(ctx, c, logs, recs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -552,6 +569,50 @@ func TestARewindOfAQuietPartitionIsFoundWhileTheStageIsBusy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestATopicMadeAgainIsAppliedFromItsStart: a topic deleted and created
+// again (a cluster lost, a mistaken delete) begins a new log at offset 0,
+// below the offsets stored for the old one. Its records are new and are
+// applied, whether the consumer ran through the change or started after
+// it, rather than dropped as applied before.
+func TestATopicMadeAgainIsAppliedFromItsStart(t *testing.T) {
+	for _, running := range []bool{true, false} {
+		t.Run(fmt.Sprintf("running=%v", running), func(t *testing.T) {
+			f := setup(t)
+			ctx := context.Background()
+			c := Consumer{Name: "test.remade", Topics: []string{topic}, Handle: insertHandler}
+			r := f.start(c)
+			f.produce(t, 0, 60)
+			f.waitCount(t, 60)
+			if !running {
+				r.stop()
+			}
+			deleted, err := kadm.NewClient(f.prod).DeleteTopics(ctx, topic)
+			if err == nil {
+				err = deleted.Error()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A new client: the old one knows the old topic's id.
+			prod, err := kafka.NewProducer(f.brokers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prod.Close()
+			f.prod = prod
+			if err := kafka.EnsureTopics(ctx, f.prod, kafka.TopicSpec{Partitions: 3}, topic); err != nil {
+				t.Fatal(err)
+			}
+			f.produce(t, 60, 75)
+			if !running {
+				r = f.start(c)
+			}
+			defer r.stop()
+			f.waitCount(t, 75)
+		})
+	}
 }
 
 // TestAConsumerWhoseFetchesFailMakesNoProgress: a poll that comes back

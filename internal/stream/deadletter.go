@@ -126,7 +126,7 @@ func isContent(err error) bool {
 // (podctl dlq list then shows it twice). It is never lost. It reports
 // whether the record was dead-lettered (false: already past it, or passed
 // as Consumer.DeadLettered says).
-func (r *Runner) deadLetter(ctx context.Context, c Consumer, logStart logStartFunc, rec *kgo.Record, cause error) (bool, error) {
+func (r *Runner) deadLetter(ctx context.Context, c Consumer, logs logBoundsFunc, rec *kgo.Record, cause error) (bool, error) {
 	if r.Producer == nil {
 		return false, errors.New("no dead-letter producer configured")
 	}
@@ -146,7 +146,7 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logStart logStartFu
 	case stored < rec.Offset:
 		// Rewound under us (re-read), or the first record after a gap
 		// retention left, as in apply.
-		if err := r.behind(ctx, c, logStart, k, stored, rec.Offset); err != nil {
+		if err := r.behind(ctx, c, logs, k, stored, rec.Offset); err != nil {
 			return false, err
 		}
 	}

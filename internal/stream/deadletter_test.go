@@ -181,8 +181,8 @@ func TestAPoisonRecordFirstAfterARetentionGapIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod, Metrics: NewMetrics(prometheus.NewRegistry())}
-	logStart := func(context.Context, string, int32) (int64, error) { return 500, nil }
-	step := runner.policies(c, runner.Log, logStart)
+	logs := func(context.Context, string, int32) (int64, int64, error) { return 500, 1 << 40, nil }
+	step := runner.policies(c, runner.Log, logs)
 	bad := &kgo.Record{Topic: topic, Partition: 0, Offset: 500, Value: []byte("bad")}
 	if _, err := step(context.Background(), []*kgo.Record{bad}); err != nil {
 		t.Fatalf("the poison record after the gap: %v", err)

@@ -49,7 +49,10 @@
 //   - When the stored offset moves backwards (an operator's edit of
 //     consumer_offsets), the consumer rejoins and starts again from the
 //     stored offsets. When it moves forwards (a read model's rebuild swapped
-//     in, projections.Rebuild), the records below it are dropped as applied.
+//     in, projections.Rebuild), the records below it are dropped as applied,
+//     unless the log now ends before it (a topic deleted and made again, an
+//     unclean leader election): then the stored offset goes back to the
+//     log's start and the consumer reads the partition again from there.
 //   - A batch is what one poll returns, up to MaxBatch records, gathered
 //     for a moment while the stage is busy: when a poll returns fewer than
 //     BriefLingerBatch records and the stage took one record per
