@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/internal/codec"
+	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -390,11 +391,18 @@ func (ss *session) poll() error {
 			return nil
 		}
 		ss.s.Metrics.observePoll(fetches.NumRecords())
-		fetches.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				ss.s.Log.Warn("delivery fetch error", "topic", t, "partition", p, "err", err)
+		failure := stream.FetchFailure(fetches, ss.s.Log.With("consumer", SenderGroup))
+		if errors.Is(failure, stream.ErrTopicMadeAgain) {
+			return failure
+		}
+		if failure != nil && fetches.NumRecords() == 0 {
+			select {
+			case <-ss.ctx.Done():
+				return nil
+			case <-time.After(stream.FetchRetry):
 			}
-		})
+			continue
+		}
 		for _, r := range fetches.Records() {
 			select {
 			case ss.buffer <- struct{}{}:

@@ -222,13 +222,10 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			cl.AllowRebalance()
 			return ctx.Err()
 		}
-		failure := fetchFailure(fetches, log)
-		if errors.Is(failure, kerr.UnknownTopicID) {
-			// franz-go keeps the id a topic had when the client first
-			// read it, and fails a topic deleted and made again for good:
-			// a new client (the next session) reads the new one.
+		failure := FetchFailure(fetches, log)
+		if errors.Is(failure, ErrTopicMadeAgain) {
 			cl.AllowRebalance()
-			return fmt.Errorf("a topic it consumes was deleted and made again: %w", failure)
+			return failure
 		}
 		recs := fetches.Records()
 		if len(recs) > 0 && c.Linger > 0 && (!c.brief || flow.busy(time.Now())) {
@@ -243,12 +240,10 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		if len(recs) == 0 {
 			cl.AllowRebalance()
 			if failure != nil {
-				// A failed fetch is no progress, and a poll at once
-				// would fail as fast.
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
-				case <-time.After(time.Second):
+				case <-time.After(FetchRetry):
 				}
 				continue
 			}
@@ -326,28 +321,44 @@ func linger(ctx context.Context, cl *kgo.Client, c Consumer, recs []*kgo.Record,
 			return recs, true
 		}
 		recs = append(recs, fetches.Records()...)
-		if fetchFailure(fetches, log) != nil {
+		if FetchFailure(fetches, log) != nil {
 			break // the session's next poll sees it
 		}
 	}
 	return recs, false
 }
 
-// fetchFailure logs the errors of a poll, other than its own deadline, and
-// returns the first, or one that says a topic was made again.
-func fetchFailure(fetches kgo.Fetches, log *slog.Logger) error {
+// ErrTopicMadeAgain is what FetchFailure returns when a topic the client
+// reads was deleted and made again (UNKNOWN_TOPIC_ID). franz-go keeps the
+// id a topic had when the client first read it and fails the new topic for
+// good, so the caller ends its session: the next one's new client reads
+// the new topic.
+var ErrTopicMadeAgain = errors.New("a topic it consumes was deleted and made again")
+
+// FetchFailure logs the errors of a poll, other than its own deadline, and
+// returns the first (ErrTopicMadeAgain first), or nil. A poll that brings
+// only errors is no progress, and one made at once would fail as fast:
+// its caller waits FetchRetry first.
+func FetchFailure(fetches kgo.Fetches, log *slog.Logger) error {
 	var failure error
 	fetches.EachError(func(t string, p int32, err error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return
 		}
 		log.Warn("fetch error", "topic", t, "partition", p, "err", err)
-		if failure == nil || errors.Is(err, kerr.UnknownTopicID) {
+		switch {
+		case errors.Is(err, kerr.UnknownTopicID):
+			failure = fmt.Errorf("%w: %s/%d: %w", ErrTopicMadeAgain, t, p, err)
+		case failure == nil:
 			failure = err
 		}
 	})
 	return failure
 }
+
+// FetchRetry is how long a consumer waits after a poll that brought only
+// fetch errors.
+const FetchRetry = time.Second
 
 // Step applies a batch and returns the records it applied.
 type Step func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error)

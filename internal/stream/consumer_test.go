@@ -20,7 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 )
 
@@ -646,28 +645,12 @@ func TestAConsumerWhoseFetchesFailMakesNoProgress(t *testing.T) {
 		return time.Time{}
 	}
 	var failing atomic.Bool
-	var failed atomic.Int32
 	failing.Store(true)
-	f.cluster.ControlKey(int16(kmsg.Fetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		f.cluster.KeepControl()
-		req := r.(*kmsg.FetchRequest)
-		if !failing.Load() || len(req.Topics) == 0 {
-			return nil, nil, false
+	failed := testenv.FailFetches(f.cluster, func() int16 {
+		if failing.Load() {
+			return kerr.TopicAuthorizationFailed.Code
 		}
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		failed.Add(1)
-		return resp, nil, true
+		return 0
 	})
 	since := time.Now()
 	testenv.Eventually(t, 30*time.Second, func() error {
