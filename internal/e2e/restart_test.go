@@ -14,6 +14,7 @@ import (
 	"github.com/printpod/pod/internal/podtest"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
+	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -212,5 +213,68 @@ func TestRevokedDemoTokenStaysRevokedAfterRestart(t *testing.T) {
 	}
 	if r := testenv.NewClient(t, "http://"+again.Addr(), issued.Token).Get("/v1/stores"); r.Status != 200 {
 		t.Fatalf("new demo token after the restart: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestOrderTopicsMadeAgainLoseNoNewOrder: the order commands and events
+// topics deleted and made again (a cluster lost, a mistaken delete) start
+// new logs below the offsets the order decider, the order projector and
+// the fan-out stored for them. After the restart its producers need, a new
+// order is decided, shown and pushed: the consumers read the new logs from
+// their start, rather than drop what is there as applied before.
+func TestOrderTopicsMadeAgainLoseNoNewOrder(t *testing.T) {
+	d := startDemo(t, fastPushes)
+	ctx := context.Background()
+	v := d.variant(t, "ACTIVE", "tshirt")
+	commands, events := d.topic(schemas.TopicOrderCommands), d.topic(schemas.TopicOrderEvents)
+
+	// Orders until the decider has applied commands on every partition,
+	// so the new order's partition has an offset stored past its new log.
+	var before []orderrm.Order
+	testenv.Eventually(t, time.Minute, func() error {
+		o := create(t, d.client, tshirtOrder(v.VariantID, fmt.Sprintf("before-%d", len(before)), 1))
+		before = append(before, o)
+		d.waitStatus(t, d.client, o.OrderID, "SUCCESS")
+		var used int
+		if err := d.app.Pool.QueryRow(ctx, `SELECT count(*) FROM consumer_offsets WHERE consumer = 'order-decider' AND topic = $1 AND next_offset > 0`,
+			commands).Scan(&used); err != nil {
+			t.Fatal(err)
+		}
+		if used < d.cfg.KafkaPartitions {
+			return fmt.Errorf("commands applied on %d of %d partitions", used, d.cfg.KafkaPartitions)
+		}
+		return nil
+	})
+
+	adm := kadm.NewClient(d.app.Producer)
+	deleted, err := adm.DeleteTopics(ctx, commands, events)
+	if err == nil {
+		err = deleted.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		listed, err := adm.ListTopics(ctx, commands, events)
+		if err != nil {
+			return err
+		}
+		for _, td := range listed {
+			if td.Err == nil {
+				return fmt.Errorf("%s is still there", td.Topic)
+			}
+		}
+		return nil
+	})
+	d.app.Stop()
+	again := podtest.Start(t, d.cfg) // makes the topics again
+	d2 := demoEnv{app: again, cfg: d.cfg, client: testenv.NewClient(t, "http://"+again.Addr(), d.cfg.DemoToken), stores: d.stores}
+
+	after := create(t, d2.client, tshirtOrder(v.VariantID, "after", 1))
+	d2.waitStatus(t, d2.client, after.OrderID, "SUCCESS")
+	for _, o := range before {
+		if got := d2.detail(t, d2.client, o.OrderID); got.Status != "SUCCESS" {
+			t.Fatalf("order %s made before is %s after the topics were made again", o.OrderID, got.Status)
+		}
 	}
 }
