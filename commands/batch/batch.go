@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -131,6 +132,17 @@ func retryDelay(attempt int) (d time.Duration, ok bool) {
 		}
 	}
 	return d, true
+}
+
+// failedInternally is the result of an item whose create panicked: a
+// 5xx, so the item is worked again (an attempt that finds its command
+// decided takes the decision) and stored with it after its last.
+func failedInternally() Result {
+	body, _ := codec.Marshal(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{schemas.CodeInternal, "internal error"})
+	return Result{Status: 500, Error: body}
 }
 
 // unanswered is the result stored for an item that got no answer (or one
@@ -322,6 +334,16 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			defer func() {
+				// A create that panics (a bug a body finds) answers a single
+				// POST 500; here it would take the process down, and with
+				// it every instance that leases the run after.
+				if p := recover(); p != nil {
+					w.Log.Error("a batch item's create panicked; it is worked again, then stored as an internal error", "batch", it.Batch,
+						"index", it.Index, "panic", p, "stack", string(debug.Stack()))
+					results[i] = failedInternally()
+				}
+			}()
 			results[i] = w.Work(wctx, it)
 		}()
 	}

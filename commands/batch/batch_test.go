@@ -443,3 +443,45 @@ func TestFinishedBatchesAreDeletedAfterTheRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestAnItemWhoseCreatePanicsIsWorkedAgainNotACrash: a create that panics
+// on one item's body leaves the worker (and the process) running. The
+// round's other items are stored, and the item stays open for the run's
+// next attempt.
+func TestAnItemWhoseCreatePanicsIsWorkedAgainNotACrash(t *testing.T) {
+	ctx, pool, notify, log := listening(t)
+	id := uuid.New()
+	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`), []byte(`{"bad":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var panics sync.WaitGroup
+	panics.Add(1)
+	w := &Worker{Pool: pool, Notify: notify, Log: log, Work: func(_ context.Context, it Item) Result {
+		if it.Index == 1 {
+			defer panics.Done()
+			panic("a body no create expected")
+		}
+		order := it.CommandID()
+		return Result{Status: 201, OrderID: &order}
+	}}
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	panics.Wait()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var stored, open, attempt int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM order_batch_items WHERE batch_id = $2 AND done AND http_status = 201),
+			(SELECT count(*) FROM order_batch_items WHERE batch_id = $2 AND NOT done),
+			(SELECT coalesce(max(attempt), 0) FROM jobs WHERE queue = $1)`, Queue, id).Scan(&stored, &open, &attempt); err != nil {
+			return err
+		}
+		if stored != 1 || open != 1 || attempt != 2 {
+			return fmt.Errorf("%d items stored, %d open, the run at attempt %d; want 1, 1 and 2", stored, open, attempt)
+		}
+		return nil
+	})
+	select {
+	case <-done:
+		t.Fatal("the worker stopped")
+	default:
+	}
+}
