@@ -384,12 +384,14 @@ func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
 		return nil, err
 	}
 	// A lease that ends before its results are stored leaves that mark
-	// to the next one.
+	// to the next one, and no log end: it may have sent creates past the
+	// one it holds (in memory, and written back by its finish), which the
+	// next one, taking them for not on the log, could refuse.
 	ids := make([]uuid.UUID, len(leased))
 	for i, j := range leased {
 		ids[i] = j.ID
 	}
-	if _, err := tx.Exec(ctx, `UPDATE jobs SET payload = payload || '{"worked": true}' WHERE queue = $1 AND id = ANY($2)`,
+	if _, err := tx.Exec(ctx, `UPDATE jobs SET payload = (payload - 'log_end') || '{"worked": true}' WHERE queue = $1 AND id = ANY($2)`,
 		Queue, ids); err != nil {
 		return nil, fmt.Errorf("mark batch runs worked: %w", err)
 	}

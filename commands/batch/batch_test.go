@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/jobs"
 	"github.com/printpod/pod/internal/pgnotify"
 	"github.com/printpod/pod/internal/pgtest"
@@ -483,5 +484,58 @@ func TestAnItemWhoseCreatePanicsIsWorkedAgainNotACrash(t *testing.T) {
 	case <-done:
 		t.Fatal("the worker stopped")
 	default:
+	}
+}
+
+// TestALeaseThatEndsUnfinishedLeavesNoLogEndToTheNext: a run's log end is
+// the target its lookups wait for the decider to reach, kept from round
+// to round while its items only wait. A lease that ends before its finish
+// may have sent creates past that target: the next lease must read the
+// log's end again, or it would take those creates for not on the log.
+// A lease that finishes writes its target back.
+func TestALeaseThatEndsUnfinishedLeavesNoLogEndToTheNext(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	w := &Worker{Pool: pool, Log: slog.New(slog.DiscardHandler)}
+	id := uuid.New()
+	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE jobs SET payload = payload || '{"worked": true, "log_end": {"0": 41}}' WHERE queue = $1`, Queue); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := w.claim(ctx)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("claimed %d jobs (%v), want the run", len(leased), err)
+	}
+	var run runJob
+	if err := codec.Unmarshal(leased[0].Payload, &run); err != nil || run.LogEnd[0] != 41 {
+		t.Fatalf("the lease holds log end %v (%v), want the stored one, 41", run.LogEnd, err)
+	}
+	stored := func() runJob {
+		t.Helper()
+		var payload []byte
+		if err := pool.QueryRow(ctx, `SELECT payload FROM jobs WHERE queue = $1`, Queue).Scan(&payload); err != nil {
+			t.Fatal(err)
+		}
+		var r runJob
+		if err := codec.Unmarshal(payload, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := stored(); r.LogEnd != nil || !r.Worked {
+		t.Fatalf("while leased the job stores log end %v, worked %v; want none, and worked", r.LogEnd, r.Worked)
+	}
+	items, err := w.pending(ctx, []runJob{run})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("%d pending items (%v)", len(items), err)
+	}
+	// Its one item got no answer: the run stays open with its target.
+	if err := w.finish(ctx, leased, []runJob{run}, items, []Result{{}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := stored(); r.LogEnd[0] != 41 {
+		t.Fatalf("after the finish the job stores log end %v, want 41 again", r.LogEnd)
 	}
 }
