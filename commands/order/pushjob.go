@@ -19,7 +19,7 @@ const PushQueue = "push"
 const (
 	StepStart     = "start"      // send start_push for Attempt; once it is decided, the call
 	StepAutoRetry = "auto_retry" // send auto_retry for Attempt (due after the retry delay)
-	StepParked    = "parked"     // failed for good until a manual retry; never due
+	StepParked    = "parked"     // failed until a manual retry, while one may come; never due
 	// StepCall (call the platform for Attempt) is no longer written: the
 	// job stays at its start while the order is PROCESSING. Releases
 	// before it put the call step when the start was decided; workers
@@ -83,10 +83,15 @@ func (o *orderRow) pushEffect(ev schemas.Event, created *schemas.OrderDetails, r
 		// before the outcome is decided, the lease runs out and the next
 		// worker sends start_push again, finds it decided, and calls.
 	case schemas.StatusFailed:
-		if n := s.AutoRetries; n < len(retryDelays) && n < MaxAutoRetries {
+		switch n := s.AutoRetries; {
+		case n < len(retryDelays) && n < MaxAutoRetries:
 			o.putJob(jobs.Job{ID: id, Step: StepAutoRetry, Attempt: s.PushAttempts, DueAt: ev.OccurredAt.Add(retryDelays[n])})
-		} else {
+		case s.ManualRetries < MaxManualRetries:
 			o.putJob(jobs.Job{ID: id, Step: StepParked, Attempt: s.PushAttempts, DueAt: jobs.Parked})
+		default:
+			// No retry can come: nothing needs the push's content (the
+			// customer's name and address) any more.
+			o.job, o.dropJob = nil, true
 		}
 	case schemas.StatusSuccess, schemas.StatusCancelled:
 		o.job, o.dropJob = nil, true
