@@ -57,7 +57,7 @@ func dlqCmd() *cobra.Command {
 				return err
 			}
 			defer d.close()
-			return d.list(cmd.Context(), consumer, cmd.OutOrStdout())
+			return d.list(cmd.Context(), consumer, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	list.Flags().StringVar(&consumer, "consumer", "", "consumer name, e.g. order-decider (default: all)")
@@ -159,7 +159,7 @@ type DeadLetter struct {
 	Replayed bool  `json:"replayed"`
 }
 
-func (d *dlqEnv) list(ctx context.Context, consumer string, w io.Writer) error {
+func (d *dlqEnv) list(ctx context.Context, consumer string, w, errw io.Writer) error {
 	consumers := []string{consumer}
 	if consumer == "" {
 		topics, err := d.adm.ListTopics(ctx)
@@ -176,11 +176,7 @@ func (d *dlqEnv) list(ctx context.Context, consumer string, w io.Writer) error {
 	}
 	enc := json.NewEncoder(w)
 	for _, c := range consumers {
-		pos, err := d.position(ctx, c)
-		if err != nil {
-			return err
-		}
-		end, err := d.end(ctx, c)
+		pos, end, err := d.positionIn(ctx, c, false, errw)
 		if err != nil {
 			return err
 		}
@@ -220,11 +216,7 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 		return err
 	}
 	defer unlock()
-	pos, err := d.position(ctx, consumer)
-	if err != nil {
-		return err
-	}
-	end, err := d.end(ctx, consumer)
+	pos, end, err := d.positionIn(ctx, consumer, true, errw)
 	if err != nil {
 		return err
 	}
@@ -335,6 +327,30 @@ func (d *dlqEnv) position(ctx context.Context, consumer string) (int64, error) {
 		return d.legacyPosition(ctx, consumer)
 	}
 	return 0, fmt.Errorf("replay position of %s: %w", consumer, err)
+}
+
+// positionIn is consumer's replay position and its dead-letter topic's
+// end. A position past the end names the dead letters of a topic since
+// deleted and made again (a cluster lost or moved, Postgres kept): those
+// of the new one are all still to replay, so it is taken as 0, as errw
+// says, and when reset is set (a replay, under its lock) stored so.
+func (d *dlqEnv) positionIn(ctx context.Context, consumer string, reset bool, errw io.Writer) (pos, end int64, err error) {
+	if pos, err = d.position(ctx, consumer); err != nil {
+		return 0, 0, err
+	}
+	if end, err = d.end(ctx, consumer); err != nil || pos <= end {
+		return pos, end, err
+	}
+	topic := d.naming.DeadLetterTopic(consumer)
+	fmt.Fprintf(errw, "%s ends at offset %d, before the replay position %d: the topic was made again since, and its dead letters count as not replayed\n",
+		topic, end, pos)
+	if reset {
+		if _, err := d.pool.Exec(ctx, `UPDATE dlq_replay_positions SET next_offset = 0, updated_at = now() WHERE dlq_topic = $1 AND next_offset = $2`,
+			topic, pos); err != nil {
+			return 0, 0, fmt.Errorf("reset the replay position of %s: %w", consumer, err)
+		}
+	}
+	return 0, end, nil
 }
 
 // legacyPosition is the replay position a previous release committed as
