@@ -39,7 +39,7 @@ const MaxIdempotencyKey = 255
 
 // checkFraming refuses requests whose headers can be read two ways.
 func checkFraming(c *fiber.Ctx) error {
-	var auths, lengths, encodings int
+	var auths, lengths, encodings, contentEncodings int
 	var length []byte
 	conflict := false
 	for line := range bytes.SplitSeq(c.Request().Header.RawHeaders(), []byte("\n")) {
@@ -59,6 +59,8 @@ func checkFraming(c *fiber.Ctx) error {
 			length = value
 		case bytes.EqualFold(name, []byte("transfer-encoding")):
 			encodings++
+		case bytes.EqualFold(name, []byte("content-encoding")):
+			contentEncodings++
 		}
 	}
 	switch {
@@ -68,6 +70,10 @@ func checkFraming(c *fiber.Ctx) error {
 		return Validation("Content-Length", "Content-Length headers disagree")
 	case lengths > 0 && encodings > 0:
 		return Validation("Content-Length", "send Content-Length or Transfer-Encoding, not both")
+	case contentEncodings > 1:
+		// The body is checked as the first one says, and Fiber's c.Body()
+		// would decode it as the last one says.
+		return Validation("Content-Encoding", "send one Content-Encoding header, not several")
 	}
 	if err := checkIdempotencyKey(c); err != nil {
 		return err
@@ -143,6 +149,9 @@ func decodeBody(c *fiber.Ctx) error {
 	enc := strings.ToLower(strings.TrimSpace(c.Get(fiber.HeaderContentEncoding)))
 	switch enc {
 	case "", "identity":
+		// Fiber's c.Body() decodes what the header names: without it,
+		// handlers read the very bytes checked.
+		c.Request().Header.Del(fiber.HeaderContentEncoding)
 		return nil
 	case "gzip", "x-gzip":
 	default:

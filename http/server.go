@@ -116,6 +116,11 @@ func (s *Server) OpsApp() *fiber.App {
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 		JSONEncoder:           marshalJSON,
+		// A path is one text: /v1/orders/pod/ or /V1/orders/pod is no
+		// route (404), not the same handler under a second name that the
+		// Idempotency-Key digest and the 405 gate would read apart.
+		StrictRouting: true,
+		CaseSensitive: true,
 	})
 	quietOnIdle(app.Server())
 	app.Use(recover.New())

@@ -119,6 +119,19 @@ func TestErrorsHaveOneShape(t *testing.T) {
 			t.Fatalf("got %d %+v", r.Status, e)
 		}
 	})
+	// A route has one spelling: another (a trailing slash, another case)
+	// is no route, not the route under a name the Idempotency-Key digest
+	// and the 405 gate would tell apart.
+	for _, path := range []struct{ method, path string }{
+		{"POST", "/v1/orders/pod/"}, {"GET", "/V1/stores"}, {"GET", "/v1/orders/pod/batches/"}, {"GET", "/v1/Stores"},
+	} {
+		t.Run("another spelling of a route: "+path.method+" "+path.path, func(t *testing.T) {
+			r := testenv.NewClient(t, "http://"+d.app.Addr(), d.cfg.DemoToken).Do(path.method, path.path, map[string]any{})
+			if e := r.Err(t); r.Status != 404 || e.Error != "NOT_FOUND" {
+				t.Fatalf("got %d %+v", r.Status, e)
+			}
+		})
+	}
 	t.Run("body over 1 MiB", func(t *testing.T) {
 		// The server answers as soon as it reads the declared length, and
 		// closes the connection without reading the body.

@@ -243,6 +243,13 @@ func TestHostileInputIsRefusedAndNeverStopsThePipeline(t *testing.T) {
 				t.Errorf("%s: the answer echoes the request: %s", raw.name, body)
 			}
 		}
+		// The body is checked as the first Content-Encoding says; Fiber's
+		// c.Body() would decode it as the last, past every check.
+		status, _, body := rawHTTP(t, addr, "POST /v1/orders/pod HTTP/1.1\r\nHost: x\r\nAuthorization: "+secret+
+			"\r\nContent-Encoding: identity\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\n{}")
+		if status != 400 || !strings.Contains(body, "send one Content-Encoding header") {
+			t.Errorf("two Content-Encoding headers: status %d, want 400 naming them: %s", status, body)
+		}
 	})
 
 	t.Run("bad tokens are rate limited per address", func(t *testing.T) {
