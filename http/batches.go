@@ -27,6 +27,10 @@ type Batches struct {
 	Pool *pgxpool.Pool
 }
 
+// batchesPath is where batches are posted: checkInput holds their
+// orders to the text rules one by one (checkBatchEnvelope).
+const batchesPath = "/v1/orders/pod/batches"
+
 type batchBody struct {
 	Orders []json.RawMessage `json:"orders"`
 }
@@ -181,6 +185,10 @@ func (b *Batches) statusIn(ctx context.Context, q rowQuerier, account, id uuid.U
 // and tells what that POST answered (batch.Worker's Work). A 5xx is worked
 // again by the worker, and stored only when its attempts are spent.
 func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
+	if e := CheckJSON(it.Body); e != nil {
+		// What checkInput answers a single create with this body.
+		return batch.Result{Status: e.Status(), Error: e.body()}
+	}
 	id := it.CommandID()
 	created, _, _, err := o.createProjected(ctx, order.CreateInput{AccountID: it.Account, Body: it.Body, Via: "api",
 		CommandID: id, Sent: it.Sent, MaybeSent: it.MaybeSent, LogEnd: it.LogEnd, DefaultReference: "batch-" + id.String()})
@@ -188,7 +196,7 @@ func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 		return batch.Result{Status: fiber.StatusCreated, OrderID: &created.OrderID}
 	}
 	e := orderError(err)
-	body, _ := marshalJSON(errorBody{Error: e.Code, Message: e.Message, Details: e.Details})
+	body := e.body()
 	// An undecided create's command is on the log, and one whose send
 	// failed may be: the worker keeps the item open until the next
 	// attempts find its decision or that there is none.

@@ -75,6 +75,17 @@ type errorBody struct {
 	Details map[string]any `json:"details,omitempty"`
 }
 
+// answer is e as the API answers it.
+func (e *Error) answer() errorBody {
+	return errorBody{Error: e.Code, Message: e.Message, Details: e.Details}
+}
+
+// body is e's answer encoded (a batch item's stored result).
+func (e *Error) body() []byte {
+	b, _ := marshalJSON(e.answer())
+	return b
+}
+
 // errorHandler turns any error a handler returns into the one error shape.
 func errorHandler(log *slog.Logger, methods *methodTable) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
@@ -92,7 +103,7 @@ func errorHandler(log *slog.Logger, methods *methodTable) fiber.ErrorHandler {
 		if apiErr.Status() == fiber.StatusUnauthorized {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="pod"`)
 		}
-		return c.Status(apiErr.Status()).JSON(errorBody{Error: apiErr.Code, Message: apiErr.Message, Details: apiErr.Details})
+		return c.Status(apiErr.Status()).JSON(apiErr.answer())
 	}
 }
 

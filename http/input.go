@@ -135,11 +135,84 @@ func checkInput(c *fiber.Ctx) error {
 		return err
 	}
 	if body := c.Request().Body(); len(bytes.TrimSpace(body)) > 0 {
-		if err := CheckJSON(body); err != nil {
+		check := CheckJSON
+		if c.Method() == fiber.MethodPost && c.Path() == batchesPath {
+			check = checkBatchEnvelope
+		}
+		if err := check(body); err != nil {
 			return err
 		}
 	}
 	return c.Next()
+}
+
+// checkBatchEnvelope holds a batch body to the text rules but for its
+// orders: each is checked as a single create's body is when the batch
+// works it (Orders.BatchItem), so one order that breaks them fails alone,
+// with the answer its single create would get, and the others go on. The
+// envelope is checked with each order in it read as {}.
+func checkBatchEnvelope(body []byte) *Error {
+	if CheckJSON(body) == nil {
+		return nil
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	var skeleton []byte
+	skip := func() error {
+		if _, err := dec.ReadToken(); err != nil { // [
+			return err
+		}
+		skeleton = append(skeleton, '[')
+		for n := 0; dec.PeekKind() != ']'; n++ {
+			if _, err := dec.ReadValue(); err != nil {
+				return err
+			}
+			if n > 0 {
+				skeleton = append(skeleton, ',')
+			}
+			skeleton = append(skeleton, "{}"...)
+		}
+		_, err := dec.ReadToken()
+		skeleton = append(skeleton, ']')
+		return err
+	}
+	err := func() error {
+		if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+			return errors.New("not an object")
+		}
+		skeleton = append(skeleton, '{')
+		for n := 0; dec.PeekKind() != '}'; n++ {
+			name, err := dec.ReadValue()
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				skeleton = append(skeleton, ',')
+			}
+			skeleton = append(append(skeleton, name...), ':')
+			if string(name) == `"orders"` && dec.PeekKind() == '[' {
+				err = skip()
+			} else {
+				var v jsontext.Value
+				v, err = dec.ReadValue()
+				skeleton = append(skeleton, v...)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return err
+		}
+		skeleton = append(skeleton, '}')
+		if _, err := dec.ReadToken(); err != io.EOF {
+			return errors.New("more after the object")
+		}
+		return nil
+	}()
+	if err != nil {
+		return CheckJSON(body) // not JSON: said as for any body
+	}
+	return CheckJSON(skeleton)
 }
 
 // decodeBody replaces a gzip body by its decoded bytes, reading at most

@@ -78,7 +78,7 @@ func (s *Server) App() *fiber.App {
 	if s.Orders != nil {
 		post := []fiber.Handler{idempotency(s.Redis, s.Pool, s.RateLimit.Prefix, s.Orders.wait(), nil, s.Log)}
 		if s.Batches != nil {
-			v1.Post("/orders/pod/batches", append(post, s.Batches.post)...)
+			v1.Post(strings.TrimPrefix(batchesPath, "/v1"), append(post, s.Batches.post)...)
 			v1.Get("/orders/pod/batches/:batch_id", s.Batches.get)
 		}
 		v1.Post("/orders/pod", append(post, s.Orders.postOrder)...)

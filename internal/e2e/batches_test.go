@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -131,5 +132,74 @@ func TestBatchIntake(t *testing.T) {
 	}
 	if r := d.client.Get("/v1/orders/pod/batches/nope"); r.Status != 400 {
 		t.Fatalf("bad batch id: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestABatchOrderThatBreaksTheTextRulesFailsAlone: an order of a batch
+// whose body breaks the text rules (U+0000, a key twice, bytes that are
+// not UTF-8, nesting past the limit) fails on its own, with the answer a
+// single create of that body gets, and the batch's other orders are
+// created. A breach in the batch's own envelope still refuses it whole.
+func TestABatchOrderThatBreaksTheTextRulesFailsAlone(t *testing.T) {
+	d := startDemo(t, noPusher)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	order := func(ref, extra string) []byte {
+		t.Helper()
+		b, err := json.Marshal(tshirtOrder(v.VariantID, ref, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte("{"+extra), b[1:]...)
+	}
+	post := func(path string, raw []byte) testenv.Response {
+		t.Helper()
+		req, err := newJSONRequest(d.client, path, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doRaw(t, req)
+	}
+	items := [][]byte{
+		order("text-0", ""),
+		order("text-1", `"note":"a\u0000b",`),
+		order("text-2", `"note":"a","note":"b",`),
+		order("text-3", "\"note\":\"a\xffb\","),
+		order("text-4", `"note":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`,`),
+	}
+	singles := make([]testenv.Response, len(items))
+	for i := 1; i < len(items); i++ {
+		if singles[i] = post("/v1/orders/pod", items[i]); singles[i].Status != 400 {
+			t.Fatalf("a single create of item %d: %d %s", i, singles[i].Status, singles[i].Body)
+		}
+	}
+	envelope := func(items [][]byte) []byte {
+		return append(append([]byte(`{"orders":[`), bytes.Join(items, []byte(","))...), "]}"...)
+	}
+	twice := append([]byte(`{"orders":[{}],`), envelope(items)[1:]...)
+	if r := post("/v1/orders/pod/batches", twice); r.Status != 400 || r.Err(t).Details["field"] != "orders" {
+		t.Fatalf("a batch with orders twice: %d %s", r.Status, r.Body)
+	}
+
+	r := post("/v1/orders/pod/batches", envelope(items))
+	if r.Status != 202 {
+		t.Fatalf("batch: %d %s", r.Status, r.Body)
+	}
+	var st batchStatus
+	r.JSON(t, &st)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		d.client.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
+		if st.Status != "completed" {
+			return fmt.Errorf("batch %s: %d/%d", st.Status, st.Processed, st.Total)
+		}
+		return nil
+	})
+	if st.Succeeded != 1 || st.Failed != len(items)-1 || st.Items[0].Status != "created" {
+		t.Fatalf("batch result: %+v", st)
+	}
+	for i := 1; i < len(items); i++ {
+		it := st.Items[i]
+		if it.Status != "failed" || *it.HTTPStatus != 400 || string(it.Error) != string(singles[i].Body) {
+			t.Errorf("item %d: %s %v %s\nsingle create answered %s", i, it.Status, *it.HTTPStatus, it.Error, singles[i].Body)
+		}
 	}
 }

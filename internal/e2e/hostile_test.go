@@ -143,7 +143,7 @@ func TestHostileInputIsRefusedAndNeverStopsThePipeline(t *testing.T) {
 		{name: "a NUL in note", method: "POST", path: "/v1/orders/pod", body: order("note", "hi\x00"), status: 400, code: "VALIDATION_ERROR", field: "note"},
 		{name: "a NUL in a nested field", method: "POST", path: "/v1/orders/pod", body: order("line_items.0.sides", map[string]any{"front_side": "https://x.example/\x00.png"}), status: 400, code: "VALIDATION_ERROR", field: "line_items[0].sides.front_side"},
 		{name: "a NUL in a key", method: "POST", path: "/v1/orders/pod", body: order("customer.ab\x00", "x"), status: 400, code: "VALIDATION_ERROR", field: "customer.ab\x00"},
-		{name: "a NUL in a batch item's note", method: "POST", path: "/v1/orders/pod/batches", body: mustJSON(t, map[string]any{"orders": []any{with(base, "note", "\x00")}}), status: 400, code: "VALIDATION_ERROR", field: "orders[0].note"},
+		{name: "a NUL in a batch's own key", method: "POST", path: "/v1/orders/pod/batches", body: mustJSON(t, map[string]any{"orders": []any{base}, "x\x00": 1}), status: 400, code: "VALIDATION_ERROR", field: "x\x00"},
 		{name: "a NUL in a webhook description", method: "POST", path: "/v1/me/webhooks", body: mustJSON(t, map[string]any{"url": rc.url("/x"), "topics": []string{"order.created"}, "description": "d\x00"}), status: 400, code: "VALIDATION_ERROR", field: "description"},
 		{name: "a NUL in a webhook description patch", method: "PATCH", path: hookPath, body: []byte(`{"description":"\u0000"}`), status: 400, code: "VALIDATION_ERROR", field: "description"},
 		{name: "invalid UTF-8 in note", method: "POST", path: "/v1/orders/pod", body: []byte(strings.Replace(string(order("note", "XX")), "XX", "\xff\xfe", 1)), status: 400, code: "VALIDATION_ERROR", field: "note"},
@@ -204,6 +204,25 @@ func TestHostileInputIsRefusedAndNeverStopsThePipeline(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a NUL in a batch order's note fails that order alone", func(t *testing.T) {
+		r := c.Do("POST", "/v1/orders/pod/batches", map[string]any{"orders": []any{with(with(base, "note", "\x00"), "reference_id", "hostile-batch")}})
+		if r.Status != 202 {
+			t.Fatalf("batch: %d %s", r.Status, r.Body)
+		}
+		var st batchStatus
+		r.JSON(t, &st)
+		testenv.Eventually(t, 30*time.Second, func() error {
+			c.Get("/v1/orders/pod/batches/"+st.BatchID.String()).JSON(t, &st)
+			if st.Status != "completed" {
+				return fmt.Errorf("batch %s", st.Status)
+			}
+			return nil
+		})
+		if it := st.Items[0]; it.Status != "failed" || *it.HTTPStatus != 400 || !strings.Contains(string(it.Error), `"field":"note"`) {
+			t.Fatalf("the order: %s %v %s", it.Status, *it.HTTPStatus, it.Error)
+		}
+	})
 
 	t.Run("the webhook is still active after the null patch", func(t *testing.T) {
 		if w := getWebhook(t, c, hook.ID); !w.IsActive {
