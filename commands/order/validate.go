@@ -127,6 +127,14 @@ func Validate(r CreateRequest, variants map[uuid.UUID]Variant, rates Rates) (Dra
 		return Draft{}, fieldErr(field, "label_link and tracking_number must both be provided")
 	}
 	if hasLabel {
+		// The platform gets it, and fulfillment reports it back: held to
+		// the rules a reported tracking number keeps.
+		if utf8.RuneCountInString(d.TrackingNumber) > maxTrackingField {
+			return Draft{}, fieldErr("tracking_number", "tracking_number must be at most %d characters", maxTrackingField)
+		}
+		if strings.IndexFunc(r.TrackingNumber, Invisible) >= 0 {
+			return Draft{}, fieldErr("tracking_number", "tracking_number must not contain control or format characters (such as bidi overrides or zero-width spaces)")
+		}
 		if !isHTTPURL(d.LabelLink) {
 			return Draft{}, fieldErr("label_link", "label_link must be an http(s) URL of the label file")
 		}
