@@ -73,12 +73,27 @@ type Decider struct {
 
 // Consumer is the decider's stream consumer.
 func (d *Decider) Consumer() stream.Consumer {
+	rt := decider.Runtime[Command, *orderRow, Decision]{Model: d, Decisions: Decisions}
 	return stream.Consumer{
-		Name:     DeciderName,
-		Topics:   []string{d.Naming.Topic(schemas.TopicOrderCommands)},
-		Handle:   decider.Runtime[Command, *orderRow, Decision]{Model: d, Decisions: Decisions}.Handle,
-		MaxBatch: 500,
+		Name:         DeciderName,
+		Topics:       []string{d.Naming.Topic(schemas.TopicOrderCommands)},
+		Handle:       rt.Handle,
+		OnDeadLetter: rt.DeadLettered,
+		MaxBatch:     500,
 	}
+}
+
+// Refuse refuses a create whose record was dead-lettered (decider.Refuser):
+// the POST or batch item that sent it is answered that the order was not
+// created, rather than waiting for a decision no replay would bring in
+// time. Other commands are left to a replay of the dead letter, which
+// applies them once their cause is fixed.
+func (d *Decider) Refuse(c Command, cause error) (Decision, bool) {
+	if c.Kind != KindCreate {
+		return Decision{}, false
+	}
+	return Decision{CommandID: c.ID, OrderID: c.OrderID, Code: schemas.CodeInternal,
+		Message: "the order was not created: the service could not apply it (an internal error, logged)"}, true
 }
 
 // orderRow is an order's state in the decider, with the change to its

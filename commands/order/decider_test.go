@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/schemas"
@@ -151,5 +153,72 @@ func TestAnUpdateAheadOfItsPushOutcomeAppliesOnceThePushSucceeds(t *testing.T) {
 	}
 	if status != schemas.StatusSynced || held != 0 {
 		t.Fatalf("the order is %s holding %d updates; want SYNCED holding none", status, held)
+	}
+}
+
+// TestADeadLetteredCreateIsRefusedAndAnnounced: a create whose record the
+// decider dead-letters is refused for good (INTERNAL_ERROR) in the
+// transaction that passes it, and the refusal is announced with its
+// decision: the POST or batch item waiting for it learns the order was
+// not created. A replay of the dead letter finds the command decided and
+// creates nothing. Other commands are left to a replay: nothing recorded.
+func TestADeadLetteredCreateIsRefusedAndAnnounced(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listen, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = listen.Conn().Close(context.Background()) // it holds LISTEN state
+		listen.Release()
+	}()
+	if _, err := listen.Exec(ctx, "LISTEN "+NotifyDecided); err != nil {
+		t.Fatal(err)
+	}
+	consumer := (&Decider{Log: slog.New(slog.DiscardHandler)}).Consumer()
+	inTx := func(f func(tx pgx.Tx) error) {
+		t.Helper()
+		if err := pgx.BeginFunc(ctx, pool, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record := func(c Command) *kgo.Record {
+		t.Helper()
+		rec, err := Record(schemas.Naming{}, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Timestamp = time.Now()
+		return rec
+	}
+	cancelled := Command{ID: uuid.New(), Kind: KindCancel, OrderID: uuid.New()}
+	inTx(func(tx pgx.Tx) error { return consumer.OnDeadLetter(ctx, tx, record(cancelled), errors.New("a bug")) })
+	if _, ok, err := LoadDecision(ctx, pool, cancelled.ID); err != nil || ok {
+		t.Fatalf("a dead-lettered cancel has a decision (%v, %v); want none, for a replay to apply", ok, err)
+	}
+
+	create := Command{ID: uuid.New(), Kind: KindCreate, OrderID: uuid.New(), AccountID: uuid.New()}
+	inTx(func(tx pgx.Tx) error { return consumer.OnDeadLetter(ctx, tx, record(create), errors.New("a bug")) })
+	n, err := listen.Conn().WaitForNotification(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, value, _ := strings.Cut(n.Payload, " "); id != create.ID.String() || !strings.Contains(value, schemas.CodeInternal) {
+		t.Fatalf("announced %q; want the create's id with its refusal", n.Payload)
+	}
+	if d, ok, err := LoadDecision(ctx, pool, create.ID); err != nil || !ok || d.Code != schemas.CodeInternal {
+		t.Fatalf("stored decision %+v (found %v, %v); want the refusal", d, ok, err)
+	}
+	// The replay.
+	inTx(func(tx pgx.Tx) error {
+		_, err := consumer.Handle(ctx, tx, []*kgo.Record{record(create)})
+		return err
+	})
+	var states, decisions int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM order_state WHERE order_id = $1), (SELECT count(*) FROM order_decisions WHERE command_id = $2)`,
+		create.OrderID, create.ID).Scan(&states, &decisions); err != nil || states != 0 || decisions != 1 {
+		t.Fatalf("after the replay: %d order states, %d decisions (%v); want none and the refusal", states, decisions, err)
 	}
 }

@@ -134,6 +134,53 @@ func (r Runtime[C, S, D]) Handle(ctx context.Context, tx pgx.Tx, recs []*kgo.Rec
 	return events, nil
 }
 
+// Refuser is a Model that refuses, for good, some commands of records
+// dead-lettered (those whose senders wait for an answer a replay would not
+// give them in time).
+type Refuser[C, D any] interface {
+	// Refuse is c's decision once its record was dead-lettered for cause,
+	// and whether c is refused at all.
+	Refuse(c C, cause error) (D, bool)
+}
+
+// DeadLettered records the refusal of a dead-lettered record's command in
+// tx (stream.Consumer.OnDeadLetter), when the Model refuses it (Refuser),
+// and announces it: its sender (an API request, a batch item) learns the
+// command failed instead of waiting for a decision that never comes, and
+// a replay of the dead letter finds it decided. A record whose command
+// cannot be read, or that was decided before, records nothing.
+func (r Runtime[C, S, D]) DeadLettered(ctx context.Context, tx pgx.Tx, rec *kgo.Record, cause error) error {
+	refuser, ok := any(r.Model).(Refuser[C, D])
+	if !ok {
+		return nil
+	}
+	c, err := r.Model.Parse(rec)
+	if err != nil {
+		return nil
+	}
+	d, ok := refuser.Refuse(c, cause)
+	if !ok {
+		return nil
+	}
+	id, _ := r.Model.IDs(c)
+	decided := map[uuid.UUID]bool{}
+	read := &pgx.Batch{}
+	r.Decisions.QueueDecided(read, []uuid.UUID{id}, decided)
+	if err := tx.SendBatch(ctx, read).Close(); err != nil || decided[id] {
+		return err
+	}
+	value, err := codec.Marshal(d)
+	if err != nil {
+		return err
+	}
+	write := &pgx.Batch{}
+	if err := r.Model.QueueSave(write, nil, []D{d}); err != nil {
+		return err
+	}
+	r.Decisions.QueueAnnounce(write, []string{id.String()}, []string{string(value)})
+	return tx.SendBatch(ctx, write).Close()
+}
+
 // poison marks a record whose command cannot be read: the runner
 // dead-letters it and the rest of the batch goes on.
 func poison(rec *kgo.Record, err error) error {

@@ -131,9 +131,12 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	}
 	notJSON := []byte("\x01 this is not JSON")
 	orderEventStages := []string{"projections.orders", "delivery.fanout"}
+	// The order decider's two poisons are dead-lettered in this order:
+	// the record it cannot read is dead letter 0, the create dead letter
+	// 1 (planted once 0 is there), which the replays below rely on.
 	poisons := []*poison{
-		{topic: schemas.TopicOrderCommands, key: "poison-order-nul", value: mustJSON(orderCmd), consumers: []string{"order-decider"}},
 		{topic: schemas.TopicOrderCommands, key: "poison-order-bytes", value: notJSON, consumers: []string{"order-decider"}},
+		{topic: schemas.TopicOrderCommands, key: "poison-order-nul", value: mustJSON(orderCmd), consumers: []string{"order-decider"}},
 		{topic: schemas.TopicWebhookCommands, key: "poison-webhook-nul", value: mustJSON(webhookCmd), consumers: []string{"webhook-decider"}},
 		{topic: schemas.TopicWebhookCommands, key: "poison-webhook-bytes", value: notJSON, consumers: []string{"webhook-decider"}},
 		{topic: schemas.TopicFulfillmentUpdates, key: "poison-fulfillment", value: notJSON, consumers: []string{"fulfillment-bridge"}},
@@ -146,6 +149,9 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	}
 	want := map[string]int{} // dead letters per consumer
 	for _, p := range poisons {
+		if p.key == "poison-order-nul" {
+			deadLetters(t, d, "order-decider", 1)
+		}
 		rec := &kgo.Record{Topic: d.topic(p.topic), Key: []byte(p.key), Value: p.value,
 			Headers: []kgo.RecordHeader{{Key: "planted-by", Value: []byte("e2e")}}}
 		if err := d.app.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
@@ -278,11 +284,8 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	if len(ls) != 2 || ls[0].DLQOffset != 0 || ls[1].DLQOffset != 1 {
 		t.Fatalf("dlq list --consumer order-decider: %+v", ls)
 	}
-	for _, l := range ls {
-		p := poisons[0]
-		if l.Key == "poison-order-bytes" {
-			p = poisons[1]
-		}
+	for i, l := range ls {
+		p := poisons[i] // the order decider's two, in the order they were planted
 		if l.Key != p.key || l.Consumer != "order-decider" || l.Topic != d.topic(schemas.TopicOrderCommands) || l.Offset != p.offset ||
 			l.Error == "" || l.Time == "" || l.Replayed {
 			t.Fatalf("dlq list --consumer order-decider: %+v", l)
@@ -339,8 +342,29 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	if rr := replay("--offset", "0"); rr.stdout != "" || !strings.Contains(rr.stderr, "nothing to replay") {
 		t.Fatalf("second replay of offset 0: %q %q", rr.stdout, rr.stderr)
 	}
-	if rr := replay("--offset", "1"); strings.Count(rr.stdout, "\n") != 1 || !strings.Contains(rr.stdout, `"dlq_offset":1`) {
+	rr = replay("--offset", "1")
+	if strings.Count(rr.stdout, "\n") != 1 || !strings.Contains(rr.stdout, `"dlq_offset":1`) {
 		t.Fatalf("replay --offset 1 printed %q", rr.stdout)
+	}
+	// Dead letter 1 is the create: refused for good when it was
+	// dead-lettered (its sender learnt the order was not created), so its
+	// replay is decided already and passed, neither applied nor
+	// dead-lettered again.
+	var code string
+	if err := d.app.Pool.QueryRow(ctx, `SELECT coalesce(error_code, '') FROM order_decisions WHERE command_id = $1`, orderCmd["id"]).Scan(&code); err != nil ||
+		code != schemas.CodeInternal {
+		t.Fatalf("the dead-lettered create's decision: %q (%v), want its refusal, %s", code, err, schemas.CodeInternal)
+	}
+	if err := json.Unmarshal([]byte(rr.stdout), &replayed); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := stream.WaitApplied(waitCtx, d.app.Work, "order-decider", replayed.Topic, map[int32]int64{replayed.Partition: replayed.Offset}); err != nil {
+		t.Fatalf("the decider did not pass the replayed create: %v", err)
+	}
+	if n := deadLetterCounts(t, d)["order-decider"]; n != 3 {
+		t.Fatalf("order-decider dead letters after the create's replay: %v, want 3", n)
 	}
 	ls = list("--consumer", "order-decider")
 	if len(ls) < 3 || !ls[0].Replayed || !ls[1].Replayed || ls[2].Replayed {

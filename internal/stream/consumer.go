@@ -65,6 +65,12 @@ type Consumer struct {
 	// its projector dead-lettered): one that fails for good again is
 	// passed without a second dead letter.
 	DeadLettered func(Place) bool
+	// OnDeadLetter, when set, runs in the transaction that moves the
+	// consumer past a record it dead-letters, before the dead letter is
+	// produced, inside a savepoint: what it writes commits with that
+	// move. Its failure is logged and leaves the dead letter as it is.
+	// (A decider records a refusal, which its waiters then learn.)
+	OnDeadLetter func(ctx context.Context, tx pgx.Tx, rec *kgo.Record, cause error) error
 	// SessionOpts, when set, gives options for each new client: the loop
 	// makes a fresh client per group session (after a rewind, an error),
 	// and hooks that keep per-client state (kprom) must not be shared

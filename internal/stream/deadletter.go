@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/schemas"
@@ -158,6 +159,12 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logs logBoundsFunc,
 			"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", cause)
 		return false, nil
 	}
+	if c.OnDeadLetter != nil {
+		if err := onDeadLetter(ctx, tx, c, rec, cause); err != nil {
+			r.Log.Error("what a dead letter records beside it failed; the record is dead-lettered without it", "consumer", c.Name,
+				"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
+		}
+	}
 	dl := DeadLetterRecord(r.Naming, c.deadLetters(), rec, cause, time.Now())
 	err = r.Producer.ProduceSync(ctx, dl).FirstErr()
 	if tooLarge(err) {
@@ -301,4 +308,20 @@ func Header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// onDeadLetter runs c.OnDeadLetter in a savepoint of tx: rolled back on
+// its failure, which leaves tx usable.
+func onDeadLetter(ctx context.Context, tx pgx.Tx, c Consumer, rec *kgo.Record, cause error) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.OnDeadLetter(ctx, sp, rec, cause); err != nil {
+		if rbErr := sp.Rollback(ctx); rbErr != nil {
+			return fmt.Errorf("%w (and its rollback: %v)", err, rbErr)
+		}
+		return err
+	}
+	return sp.Commit(ctx)
 }

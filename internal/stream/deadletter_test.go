@@ -468,3 +468,55 @@ func TestProgressMetric(t *testing.T) {
 		t.Errorf("%d dead letters, want none", n)
 	}
 }
+
+// TestWhatADeadLetterRecordsCommitsWithIt: Consumer.OnDeadLetter writes in
+// the transaction that moves the consumer past the record it
+// dead-letters, so its rows are there exactly when the offset moved. A
+// hook that fails is rolled back to its savepoint: the record is still
+// dead-lettered and passed, and the rest of the batch applied.
+func TestWhatADeadLetterRecordsCommitsWithIt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		hook   string // the hook's statement
+		marked bool   // its row is there
+	}{
+		{"a hook's row commits with the move past the dead letter", `INSERT INTO applied (value) VALUES ('hook:' || $1)`, true},
+		{"a failing hook leaves the dead letter as it is", `INSERT INTO no_such_table VALUES ($1)`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			ctx := context.Background()
+			c := Consumer{Name: "test.hook", Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+				for _, r := range recs {
+					if string(r.Value) == "bad" {
+						return nil, Poison(errors.New("cannot decode"))
+					}
+				}
+				return insertHandler(ctx, tx, recs)
+			}, OnDeadLetter: func(ctx context.Context, tx pgx.Tx, rec *kgo.Record, _ error) error {
+				_, err := tx.Exec(ctx, tc.hook, string(rec.Value))
+				return err
+			}}
+			if err := kafka.EnsureTopics(ctx, f.prod, kafka.TopicSpec{Partitions: schemas.DeadLetterPartitions}, schemas.Naming{}.DeadLetterTopic(c.Name)); err != nil {
+				t.Fatal(err)
+			}
+			runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod}
+			logs := func(context.Context, string, int32) (int64, int64, error) { return 0, 1 << 40, nil }
+			recs := []*kgo.Record{{Topic: topic, Offset: 0, Value: []byte("good-1")}, {Topic: topic, Offset: 1, Value: []byte("bad")},
+				{Topic: topic, Offset: 2, Value: []byte("good-2")}}
+			if _, err := runner.policies(c, runner.Log, logs)(ctx, recs); err != nil {
+				t.Fatal(err)
+			}
+			var good, marked int
+			var next int64
+			if err := f.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE value LIKE 'good-%'), count(*) FILTER (WHERE value = 'hook:bad'),
+				(SELECT next_offset FROM consumer_offsets WHERE consumer = $1 AND partition = 0) FROM applied`, c.Name).Scan(&good, &marked, &next); err != nil {
+				t.Fatal(err)
+			}
+			if good != 2 || (marked == 1) != tc.marked || next != 3 || len(f.deadLetters(t, c.Name)) != 1 {
+				t.Fatalf("%d good records applied, hook row %d, stored offset %d, %d dead letters; want 2, %v, 3, 1",
+					good, marked, next, len(f.deadLetters(t, c.Name)), tc.marked)
+			}
+		})
+	}
+}
