@@ -200,6 +200,7 @@ func (o *Orders) BatchItem(ctx context.Context, it batch.Item) batch.Result {
 	// An undecided create's command is on the log, and one whose send
 	// failed may be: the worker keeps the item open until the next
 	// attempts find its decision or that there is none.
-	return batch.Result{Status: e.Status(), Error: body, Undecided: errors.Is(err, order.ErrUndecided),
+	var rejected *order.Rejected
+	return batch.Result{Status: e.Status(), Error: body, Decided: errors.As(err, &rejected), Undecided: errors.Is(err, order.ErrUndecided),
 		Unknown: it.MaybeSent && errors.Is(err, order.ErrLogUnread), SendFailed: errors.Is(err, order.ErrCommandLog) && !order.Refused(err)}
 }

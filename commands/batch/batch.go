@@ -115,10 +115,14 @@ type Result struct {
 	// past maxAttempts like an Unknown one, until a later attempt finds
 	// its decision or that the log holds none.
 	SendFailed bool
+	// Decided marks the answer of the create's decision, a 5xx too (a
+	// create refused as it was dead-lettered): no later attempt changes
+	// it.
+	Decided bool
 }
 
 // final reports whether r is the item's outcome.
-func (r Result) final() bool { return r.Status != 0 && r.Status < 500 }
+func (r Result) final() bool { return r.Decided || (r.Status != 0 && r.Status < 500) }
 
 // retryDelay is how long a run whose attempt left items undecided waits
 // for its next attempt: go-retry's exponential backoff from retryAfter,

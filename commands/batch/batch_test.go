@@ -539,3 +539,35 @@ func TestALeaseThatEndsUnfinishedLeavesNoLogEndToTheNext(t *testing.T) {
 		t.Fatalf("after the finish the job stores log end %v, want 41 again", r.LogEnd)
 	}
 }
+
+// TestADecidedFailureIsStoredAtOnce: a 5xx that is its create's decision
+// (a create refused as it was dead-lettered) is the item's outcome: stored
+// in the round that got it, not worked again for minutes.
+func TestADecidedFailureIsStoredAtOnce(t *testing.T) {
+	ctx, pool, notify, log := listening(t)
+	id := uuid.New()
+	if _, err := Store(ctx, pool, id, uuid.New(), [][]byte{[]byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	refused := `{"error":"INTERNAL_ERROR","message":"the order was not created"}`
+	var worked sync.WaitGroup
+	worked.Add(1)
+	w := &Worker{Pool: pool, Notify: notify, Log: log, Work: func(_ context.Context, it Item) Result {
+		defer worked.Done()
+		return Result{Status: 500, Error: []byte(refused), Decided: true}
+	}}
+	go w.Run(ctx)
+	worked.Wait()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var status, jobsLeft int
+		var result string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(http_status, 0), coalesce(result::text, ''), (SELECT count(*) FROM jobs WHERE queue = $2)
+			FROM order_batch_items WHERE batch_id = $1`, id, Queue).Scan(&status, &result, &jobsLeft); err != nil {
+			return err
+		}
+		if status != 500 || result != refused || jobsLeft != 0 {
+			return fmt.Errorf("item stored as %d %q, %d jobs left; want 500, the refusal, none", status, result, jobsLeft)
+		}
+		return nil
+	})
+}
