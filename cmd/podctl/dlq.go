@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/delivery"
@@ -18,6 +19,7 @@ import (
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/projections"
 	deliveryrm "github.com/printpod/pod/projections/delivery"
+	orderrm "github.com/printpod/pod/projections/order"
 	"github.com/printpod/pod/schemas"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -235,6 +237,12 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 			return fmt.Errorf("dead letter %s/%d has no %s header", d.naming.DeadLetterTopic(consumer), r.Offset, stream.HeaderDLQTopic)
 		}
 		done := Replayed{Consumer: consumer, DLQOffset: r.Offset, Topic: orig, Key: string(r.Key)}
+		if why, err := d.sticksAnOrder(ctx, consumer, orig, r); err != nil || why != "" {
+			if err == nil {
+				err = fmt.Errorf("dead letter %d not replayed, nor any after it: %s", r.Offset, why)
+			}
+			return err
+		}
 		if other := alsoReadBy(d.naming, consumer, orig); other != "" {
 			done.Skipped = fmt.Sprintf("%s reads %s too and would take it again", other, orig)
 			fmt.Fprintf(errw, "dead letter %d not replayed: %s\n", r.Offset, done.Skipped)
@@ -281,12 +289,42 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 	return err
 }
 
+// sticksAnOrder says why a dead letter of the fan-out must not go back to
+// the order events topic yet, or "": an order's created event, of an order
+// the read model lacks while the decider has it at a later version. The
+// order projector reads that topic too; it dead-lettered that event as
+// well and passed over the order's later events, so the event put back
+// alone would show the order at version 1 for good. Once the read model is
+// rebuilt (podctl replay --projection orders) it has the order, passes the
+// event as one of a version it has, and the replay can go on.
+func (d *dlqEnv) sticksAnOrder(ctx context.Context, consumer, topic string, r *kgo.Record) (string, error) {
+	if consumer != delivery.FanoutName || topic != d.naming.Topic(schemas.TopicOrderEvents) || schemas.OrderVersion(r.Headers) != 1 {
+		return "", nil
+	}
+	id, err := uuid.ParseBytes(r.Key)
+	if err != nil {
+		return "", nil
+	}
+	var shown, decided *int
+	if err := d.pool.QueryRow(ctx, `SELECT (SELECT version FROM orders WHERE order_id = $1), (SELECT version FROM order_state WHERE order_id = $1)`,
+		id).Scan(&shown, &decided); err != nil {
+		return "", fmt.Errorf("versions of order %s: %w", id, err)
+	}
+	if shown != nil || decided == nil || *decided <= 1 {
+		return "", nil
+	}
+	return fmt.Sprintf("it is order %s's created event; %s reads %s too and has not got that order, which the decider has at version %d, "+
+		"so the event alone would show it at version 1 for good: rebuild the read model first (podctl replay --projection orders), then run this replay again",
+		id, orderrm.ConsumerName, topic, *decided), nil
+}
+
 // alsoReadBy names the other consumer that would take a dead letter of
 // consumer again if it went back to topic, or "". The delivery log's
 // dead-lettered tasks are the one case: their topic is the webhook
 // sender's too, and a task sent again once its done-mark expired (15
 // minutes) is a second request to the client. The order projector also
-// reads the fan-out's topic, but passes over an event of a version it has.
+// reads the fan-out's topic, but passes over an event of a version it has
+// (and sticksAnOrder stops the replay at an order it has not got).
 func alsoReadBy(n schemas.Naming, consumer, topic string) string {
 	if consumer == deliveryrm.ConsumerName && topic == n.Topic(schemas.TopicWebhookDeliveries) {
 		return delivery.SenderGroup

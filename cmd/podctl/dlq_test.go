@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
@@ -16,6 +18,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// newDLQEnv is podctl's dead-letter environment on an in-process broker
+// holding topics (one partition each) and a database of its own.
+func newDLQEnv(t *testing.T, topics ...string) *dlqEnv {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return &dlqEnv{naming: schemas.Naming{}, brokers: cluster.ListenAddrs(), pool: pgtest.NewPool(t), prod: prod, adm: kadm.NewClient(prod)}
+}
+
+// deadLetter writes rec's dead letter, as consumer would.
+func (d *dlqEnv) deadLetter(t *testing.T, consumer string, rec *kgo.Record) {
+	t.Helper()
+	if err := d.prod.ProduceSync(context.Background(), stream.DeadLetterRecord(d.naming, consumer, rec, errors.New("bad"), time.Now())).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestADeadLetterTopicMadeAgainIsReplayedFromItsStart: a replay position
 // past the end of its dead-letter topic names the dead letters of a topic
@@ -27,27 +54,14 @@ func TestADeadLetterTopicMadeAgainIsReplayedFromItsStart(t *testing.T) {
 	const consumer = "order-decider"
 	n := schemas.Naming{}
 	dlq, commands := n.DeadLetterTopic(consumer), n.Topic(schemas.TopicOrderCommands)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, dlq, commands))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	d := newDLQEnv(t, dlq, commands)
 	for i, key := range []string{"a", "b"} {
-		rec := &kgo.Record{Topic: commands, Key: []byte(key), Value: []byte(`{}`), Offset: int64(i)}
-		if err := prod.ProduceSync(ctx, stream.DeadLetterRecord(n, consumer, rec, errors.New("bad"), time.Now())).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		d.deadLetter(t, consumer, &kgo.Record{Topic: commands, Key: []byte(key), Value: []byte(`{}`), Offset: int64(i)})
 	}
-	pool := pgtest.NewPool(t)
+	pool := d.pool
 	if _, err := pool.Exec(ctx, `INSERT INTO dlq_replay_positions (dlq_topic, next_offset) VALUES ($1, 5)`, dlq); err != nil {
 		t.Fatal(err)
 	}
-	d := &dlqEnv{naming: n, brokers: cluster.ListenAddrs(), pool: pool, prod: prod, adm: kadm.NewClient(prod)}
 	stored := func() int64 {
 		t.Helper()
 		var next int64
@@ -83,5 +97,47 @@ func TestADeadLetterTopicMadeAgainIsReplayedFromItsStart(t *testing.T) {
 	}
 	if got := strings.Count(out.String(), "\n"); got != 2 || stored() != 2 {
 		t.Fatalf("dlq replay re-drove %d dead letters (%q; %q), position %d; want 2, then 2", got, out.String(), errw.String(), stored())
+	}
+}
+
+// TestAFanoutDeadLetterThatWouldStickAnOrderWaitsForTheRebuild: the order
+// projector reads the fan-out's topic too. An order's created event that
+// both dead-lettered, put back while the read model lacks the order and
+// the decider has it further on, would show the order at version 1 for
+// good: the replay stops there, saying to rebuild the read model first,
+// and goes on once the read model has the order.
+func TestAFanoutDeadLetterThatWouldStickAnOrderWaitsForTheRebuild(t *testing.T) {
+	ctx := context.Background()
+	n := schemas.Naming{}
+	events := n.Topic(schemas.TopicOrderEvents)
+	d := newDLQEnv(t, n.DeadLetterTopic(delivery.FanoutName), events)
+	order := uuid.New()
+	d.deadLetter(t, delivery.FanoutName, &kgo.Record{Topic: events, Key: []byte(order.String()), Value: []byte(`{}`),
+		Headers: []kgo.RecordHeader{{Key: schemas.HeaderOrderVersion, Value: []byte("1")}}})
+	if _, err := d.pool.Exec(ctx, `INSERT INTO order_state (order_id, account_id, state, version) VALUES ($1, $2, '{}', 3)`, order, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	replayed := func() (int64, error) {
+		t.Helper()
+		var out, errw bytes.Buffer
+		err := d.replay(ctx, delivery.FanoutName, -1, &out, &errw)
+		ends, lerr := d.adm.ListEndOffsets(ctx, events)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		end, _ := ends.Lookup(events, 0)
+		return end.Offset, err
+	}
+	if got, err := replayed(); got != 0 || err == nil || !strings.Contains(err.Error(), "podctl replay --projection orders") {
+		t.Fatalf("%d records put back while the read model lacks the order (%v); want none, and the rebuild named", got, err)
+	}
+	// The rebuild gives the read model the order.
+	if _, err := d.pool.Exec(ctx, `INSERT INTO orders (order_id, account_id, store_id, reference_id, status, duplicate, pricing, created_via,
+		shipping_service, line_items, idempotency_key, queued_at, created_at, updated_at, version)
+		VALUES ($1, $2, $2, 'r', 'SUCCESS', false, '{}', 'api', 'eco', '[]', $2, now(), now(), now(), 3)`, order, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := replayed(); got != 1 || err != nil {
+		t.Fatalf("%d records put back once the read model has the order (%v); want 1", got, err)
 	}
 }
