@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/schemas"
@@ -21,21 +22,29 @@ import (
 // batch and sent again (a push taken over sends its start_push again) is
 // not decided twice, and its decision is announced again, by id alone, so
 // the one waiting on the repeat reads it from the table.
-func TestACommandSentAgainIsAnnouncedAgain(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// listenDecided is a connection of pool listening for the order
+// decider's announcements until the test ends.
+func listenDecided(t *testing.T, ctx context.Context, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
 	listen, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		_ = listen.Conn().Close(context.Background()) // it holds LISTEN state
 		listen.Release()
-	}()
+	})
 	if _, err := listen.Exec(ctx, "LISTEN "+NotifyDecided); err != nil {
 		t.Fatal(err)
 	}
+	return listen
+}
+
+func TestACommandSentAgainIsAnnouncedAgain(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listen := listenDecided(t, ctx, pool)
 
 	handle := (&Decider{Log: slog.New(slog.DiscardHandler)}).Consumer().Handle
 	c := Command{ID: uuid.New(), Kind: KindCancel, OrderID: uuid.New()} // no such order: refused
@@ -166,17 +175,7 @@ func TestADeadLetteredCreateIsRefusedAndAnnounced(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	listen, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = listen.Conn().Close(context.Background()) // it holds LISTEN state
-		listen.Release()
-	}()
-	if _, err := listen.Exec(ctx, "LISTEN "+NotifyDecided); err != nil {
-		t.Fatal(err)
-	}
+	listen := listenDecided(t, ctx, pool)
 	consumer := (&Decider{Log: slog.New(slog.DiscardHandler)}).Consumer()
 	inTx := func(f func(tx pgx.Tx) error) {
 		t.Helper()
