@@ -22,9 +22,6 @@ import (
 // Authenticator resolves a bearer token to its account.
 type Authenticator interface {
 	Authenticate(ctx context.Context, token string) (uuid.UUID, error)
-	// Known answers from memory only: the account of a token this
-	// instance found active lately.
-	Known(token string) (uuid.UUID, bool)
 }
 
 const (
@@ -53,23 +50,14 @@ func newBadTokens() *badTokens {
 // token's account for the handlers.
 //
 // Failed authentication is limited per client address: past the budget a
-// bad token answers 429 instead of 401, and until the budget allows one
-// again, the address's requests are answered 429 at once, with no lookup,
-// unless their token is one this instance knows active (Known): a flood
-// of new random tokens costs neither Postgres nor Redis a query, and a
-// client sharing the address with the flood keeps working.
+// bad token answers 429 instead of 401, so guessing tokens is slow.
 func requireToken(auth Authenticator, rdb redis.Cmdable, cfg RateLimit, log *slog.Logger) fiber.Handler {
 	authFailLimit := redis_rate.Limit{Rate: max(1, cfg.AuthFailRate), Burst: max(1, cfg.AuthFailBurst), Period: time.Second}
 	prefix := cfg.Prefix
 	bad := newBadTokens()
-	limited := expirable.NewLRU[string, time.Time](16384, nil, time.Hour) // address: refused until
 	var limiter *redis_rate.Limiter
 	if rdb != nil {
 		limiter = redis_rate.NewLimiter(rdb)
-	}
-	tooMany := func(wait time.Duration) error {
-		return &Error{Code: schemas.CodeRateLimited, RetryAfter: max(1, int(math.Ceil(wait.Seconds()))),
-			Message: "too many failed authentications from this address; retry after the number of seconds in Retry-After"}
 	}
 	refuse := func(c *fiber.Ctx, msg string) error {
 		if limiter != nil {
@@ -79,8 +67,8 @@ func requireToken(auth Authenticator, rdb redis.Cmdable, cfg RateLimit, log *slo
 			res, err := limiter.Allow(ctx, prefix+"authfail:"+c.IP(), authFailLimit)
 			cancel()
 			if err == nil && res.Allowed == 0 {
-				limited.Add(c.IP(), time.Now().Add(res.RetryAfter))
-				return tooMany(res.RetryAfter)
+				return &Error{Code: schemas.CodeRateLimited, RetryAfter: max(1, int(math.Ceil(res.RetryAfter.Seconds()))),
+					Message: "too many failed authentications from this address; retry after the number of seconds in Retry-After"}
 			}
 			if err != nil {
 				log.DebugContext(ctx, "failed-authentication limit unavailable", "err", err)
@@ -88,33 +76,14 @@ func requireToken(auth Authenticator, rdb redis.Cmdable, cfg RateLimit, log *slo
 		}
 		return unauthorized(msg)
 	}
-	// blocked is how long the address is still refused (0: it is not).
-	blocked := func(ip string) time.Duration {
-		until, ok := limited.Get(ip)
-		if !ok {
-			return 0
-		}
-		wait := time.Until(until)
-		if wait <= 0 {
-			limited.Remove(ip)
-		}
-		return max(wait, 0)
-	}
 	return func(c *fiber.Ctx) error {
 		h := c.Get(fiber.HeaderAuthorization)
-		scheme, token, _ := strings.Cut(h, " ")
-		token = strings.TrimSpace(token)
-		bearer := strings.EqualFold(scheme, "Bearer") && printableToken(token)
-		if wait := blocked(c.IP()); wait > 0 {
-			if account, known := auth.Known(token); bearer && known {
-				return admit(c, account, string(accounts.Hash(token)))
-			}
-			return tooMany(wait)
-		}
 		if h == "" {
 			return refuse(c, "missing Authorization header; send Authorization: Bearer <token>")
 		}
-		if !bearer {
+		scheme, token, ok := strings.Cut(h, " ")
+		token = strings.TrimSpace(token)
+		if !ok || !strings.EqualFold(scheme, "Bearer") || !printableToken(token) {
 			return refuse(c, "malformed Authorization header; send Authorization: Bearer <token>")
 		}
 		hash := string(accounts.Hash(token))
@@ -129,16 +98,10 @@ func requireToken(auth Authenticator, rdb redis.Cmdable, cfg RateLimit, log *slo
 		if err != nil {
 			return err
 		}
-		return admit(c, account, hash)
+		c.Locals(localAccount, account)
+		c.Locals(localToken, hash)
+		return c.Next()
 	}
-}
-
-// admit stores the account of the request's token (and the token's hash)
-// for the handlers and passes the request on.
-func admit(c *fiber.Ctx, account uuid.UUID, hash string) error {
-	c.Locals(localAccount, account)
-	c.Locals(localToken, hash)
-	return c.Next()
 }
 
 // printableToken reports whether a bearer token is 1..512 visible ASCII

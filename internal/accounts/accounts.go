@@ -161,12 +161,6 @@ func NewTokens(s Store, ttl time.Duration) *Tokens {
 // must listen on cache.Notify) until ctx ends.
 func (t *Tokens) Follow(ctx context.Context, l *pgnotify.Listener) { t.cache.Follow(ctx, l) }
 
-// Known returns the account of a token found active lately, from memory
-// only: no query.
-func (t *Tokens) Known(token string) (uuid.UUID, bool) {
-	return t.cache.Get(string(Hash(token)))
-}
-
 // Authenticate returns the account of an active token, or ErrNoToken.
 func (t *Tokens) Authenticate(ctx context.Context, token string) (uuid.UUID, error) {
 	return t.cache.Load(string(Hash(token)), func() (uuid.UUID, error) { return t.Store.Authenticate(ctx, token) })
