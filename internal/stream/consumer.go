@@ -68,8 +68,10 @@ type Consumer struct {
 	// OnDeadLetter, when set, runs in the transaction that moves the
 	// consumer past a record it dead-letters, before the dead letter is
 	// produced, inside a savepoint: what it writes commits with that
-	// move. Its failure is logged and leaves the dead letter as it is.
-	// (A decider records a refusal, which its waiters then learn.)
+	// move. A failure retrying may clear is retried as the dead letter
+	// is; one that is permanent (IsPermanent) is logged and leaves the
+	// dead letter as it is. (A decider records a refusal, which its
+	// waiters then learn.)
 	OnDeadLetter func(ctx context.Context, tx pgx.Tx, rec *kgo.Record, cause error) error
 	// SessionOpts, when set, gives options for each new client: the loop
 	// makes a fresh client per group session (after a rewind, an error),

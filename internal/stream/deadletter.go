@@ -161,7 +161,10 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logs logBoundsFunc,
 	}
 	if c.OnDeadLetter != nil {
 		if err := onDeadLetter(ctx, tx, c, rec, cause); err != nil {
-			r.Log.Error("what a dead letter records beside it failed; the record is dead-lettered without it", "consumer", c.Name,
+			if !IsPermanent(err) {
+				return false, err // retried, before anything is produced
+			}
+			r.Log.Error("what a dead letter records beside it failed for good; the record is dead-lettered without it", "consumer", c.Name,
 				"topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		}
 	}
@@ -311,7 +314,8 @@ func Header(r *kgo.Record, key string) string {
 }
 
 // onDeadLetter runs c.OnDeadLetter in a savepoint of tx: rolled back on
-// its failure, which leaves tx usable.
+// its failure, which leaves tx usable. A failure whose rollback failed
+// too left tx unusable, and is never permanent.
 func onDeadLetter(ctx context.Context, tx pgx.Tx, c Consumer, rec *kgo.Record, cause error) error {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
@@ -319,7 +323,7 @@ func onDeadLetter(ctx context.Context, tx pgx.Tx, c Consumer, rec *kgo.Record, c
 	}
 	if err := c.OnDeadLetter(ctx, sp, rec, cause); err != nil {
 		if rbErr := sp.Rollback(ctx); rbErr != nil {
-			return fmt.Errorf("%w (and its rollback: %v)", err, rbErr)
+			return fmt.Errorf("%v (and its rollback: %w)", err, rbErr)
 		}
 		return err
 	}

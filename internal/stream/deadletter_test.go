@@ -472,20 +472,27 @@ func TestProgressMetric(t *testing.T) {
 // TestWhatADeadLetterRecordsCommitsWithIt: Consumer.OnDeadLetter writes in
 // the transaction that moves the consumer past the record it
 // dead-letters, so its rows are there exactly when the offset moved. A
-// hook that fails is rolled back to its savepoint: the record is still
-// dead-lettered and passed, and the rest of the batch applied.
+// hook that fails for good is rolled back to its savepoint: the record is
+// still dead-lettered and passed, and the rest of the batch applied. One
+// that fails for a while is tried again before anything is produced.
 func TestWhatADeadLetterRecordsCommitsWithIt(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		hook   string // the hook's statement
+		fails  func(try int) bool
+		hook   string // the hook's statement when it does not fail
 		marked bool   // its row is there
 	}{
-		{"a hook's row commits with the move past the dead letter", `INSERT INTO applied (value) VALUES ('hook:' || $1)`, true},
-		{"a failing hook leaves the dead letter as it is", `INSERT INTO no_such_table VALUES ($1)`, false},
+		{"a hook's row commits with the move past the dead letter", func(int) bool { return false },
+			`INSERT INTO applied (value) VALUES ('hook:' || $1)`, true},
+		{"a hook that fails for good leaves the dead letter as it is", func(int) bool { return false },
+			`INSERT INTO applied (value) VALUES (NULL || $1)`, false},
+		{"a hook that fails for a while is tried again", func(try int) bool { return try < 3 },
+			`INSERT INTO applied (value) VALUES ('hook:' || $1)`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := setup(t)
 			ctx := context.Background()
+			tries := 0
 			c := Consumer{Name: "test.hook", Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
 				for _, r := range recs {
 					if string(r.Value) == "bad" {
@@ -494,6 +501,9 @@ func TestWhatADeadLetterRecordsCommitsWithIt(t *testing.T) {
 				}
 				return insertHandler(ctx, tx, recs)
 			}, OnDeadLetter: func(ctx context.Context, tx pgx.Tx, rec *kgo.Record, _ error) error {
+				if tries++; tc.fails(tries) {
+					return errors.New("connection reset")
+				}
 				_, err := tx.Exec(ctx, tc.hook, string(rec.Value))
 				return err
 			}}
