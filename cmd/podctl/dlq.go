@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/pg"
@@ -237,48 +238,29 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 			return fmt.Errorf("dead letter %s/%d has no %s header", d.naming.DeadLetterTopic(consumer), r.Offset, stream.HeaderDLQTopic)
 		}
 		done := Replayed{Consumer: consumer, DLQOffset: r.Offset, Topic: orig, Key: string(r.Key)}
-		if why, err := d.sticksAnOrder(ctx, consumer, orig, r); err != nil || why != "" {
-			if err == nil {
-				err = fmt.Errorf("dead letter %d not replayed, nor any after it: %s", r.Offset, why)
-			}
-			return err
+		out, skipped, err := d.putBack(ctx, consumer, orig, r)
+		if err != nil {
+			return fmt.Errorf("dead letter %d: %w", r.Offset, err)
 		}
-		if other := alsoReadBy(d.naming, consumer, orig); other != "" {
-			done.Skipped = fmt.Sprintf("%s reads %s too and would take it again", other, orig)
+		if out != nil {
+			done.Key = string(out.Key)
+			if skipped, err = d.sticksAnOrder(ctx, consumer, orig, out); err != nil || skipped != "" {
+				if err == nil {
+					err = fmt.Errorf("dead letter %d not replayed, nor any after it: %s", r.Offset, skipped)
+				}
+				return err
+			}
+			skipped = refusedCreate(consumer, out)
+		}
+		if skipped != "" {
+			done.Skipped = skipped
 			fmt.Fprintf(errw, "dead letter %d not replayed: %s\n", r.Offset, done.Skipped)
 		} else {
-			out := &kgo.Record{Topic: orig, Key: r.Key, Value: r.Value}
-			for _, h := range r.Headers {
-				if !strings.HasPrefix(h.Key, stream.HeaderDLQPrefix) {
-					out.Headers = append(out.Headers, h)
-				}
+			if err := d.prod.ProduceSync(ctx, out).FirstErr(); err != nil {
+				return fmt.Errorf("replay dead letter %d to %s: %w", r.Offset, orig, err)
 			}
-			if dropped := stream.Header(r, stream.HeaderDLQDropped); dropped != "" {
-				// Too large to dead-letter whole: the record is read back
-				// from where it was consumed.
-				at, _ := stream.DeadLetterPlace(r)
-				from, partition := at.Offset, at.Partition
-				kept, err := d.original(ctx, orig, partition, from)
-				if err != nil {
-					return fmt.Errorf("dead letter %d: read its record back from %s/%d at %d: %w", r.Offset, orig, partition, from, err)
-				}
-				if kept == nil {
-					done.Skipped = fmt.Sprintf("its record (%s bytes) was too large to dead-letter whole, and %s/%d no longer holds offset %d",
-						dropped, orig, partition, from)
-					fmt.Fprintf(errw, "dead letter %d not replayed: %s\n", r.Offset, done.Skipped)
-					out = nil
-				} else {
-					out.Key, out.Value, out.Headers = kept.Key, kept.Value, kept.Headers
-					done.Key = string(kept.Key)
-				}
-			}
-			if out != nil {
-				if err := d.prod.ProduceSync(ctx, out).FirstErr(); err != nil {
-					return fmt.Errorf("replay dead letter %d to %s: %w", r.Offset, orig, err)
-				}
-				done.Partition, done.Offset = out.Partition, out.Offset
-				n++
-			}
+			done.Partition, done.Offset = out.Partition, out.Offset
+			n++
 		}
 		if err := d.store(ctx, consumer, r.Offset+1); err != nil {
 			return fmt.Errorf("dead letter %d is done (%+v) but its position was not saved: %w", r.Offset, done, err)
@@ -287,6 +269,50 @@ func (d *dlqEnv) replay(ctx context.Context, consumer string, upTo int64, w, err
 	})
 	fmt.Fprintf(errw, "replayed %d dead letters of %s\n", n, consumer)
 	return err
+}
+
+// putBack is the record a dead letter r of consumer puts back on topic
+// (its original key, value and headers, read back from where it was
+// consumed when the dead letter could not hold it whole), or why none.
+func (d *dlqEnv) putBack(ctx context.Context, consumer, topic string, r *kgo.Record) (*kgo.Record, string, error) {
+	if other := alsoReadBy(d.naming, consumer, topic); other != "" {
+		return nil, fmt.Sprintf("%s reads %s too and would take it again", other, topic), nil
+	}
+	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value}
+	for _, h := range r.Headers {
+		if !strings.HasPrefix(h.Key, stream.HeaderDLQPrefix) {
+			out.Headers = append(out.Headers, h)
+		}
+	}
+	dropped := stream.Header(r, stream.HeaderDLQDropped)
+	if dropped == "" {
+		return out, "", nil
+	}
+	at, _ := stream.DeadLetterPlace(r)
+	kept, err := d.original(ctx, topic, at.Partition, at.Offset)
+	if err != nil {
+		return nil, "", fmt.Errorf("read its record back from %s/%d at %d: %w", topic, at.Partition, at.Offset, err)
+	}
+	if kept == nil {
+		return nil, fmt.Sprintf("its record (%s bytes) was too large to dead-letter whole, and %s/%d no longer holds offset %d",
+			dropped, topic, at.Partition, at.Offset), nil
+	}
+	out.Key, out.Value, out.Headers = kept.Key, kept.Value, kept.Headers
+	return out, "", nil
+}
+
+// refusedCreate says why an order create the decider dead-lettered is not
+// put back, or "": it was refused as it was dead-lettered, and its client
+// told the order was not created. Put back once that refusal is pruned
+// (order.DecisionRetention), it would make the order after all.
+func refusedCreate(consumer string, rec *kgo.Record) string {
+	var c struct {
+		Kind string `json:"kind"`
+	}
+	if consumer != order.DeciderName || json.Unmarshal(rec.Value, &c) != nil || c.Kind != order.KindCreate {
+		return ""
+	}
+	return "an order create is refused as it is dead-lettered (its client was told the order was not created); put back, it would make the order once the refusal is pruned"
 }
 
 // sticksAnOrder says why a dead letter of the fan-out must not go back to

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/printpod/pod/commands/order"
 	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/stream"
@@ -139,5 +140,40 @@ func TestAFanoutDeadLetterThatWouldStickAnOrderWaitsForTheRebuild(t *testing.T) 
 	}
 	if got, err := replayed(); got != 1 || err != nil {
 		t.Fatalf("%d records put back once the read model has the order (%v); want 1", got, err)
+	}
+}
+
+// TestARefusedCreateIsNotPutBack: the order decider refuses a create as
+// it dead-letters it, and its client is told the order was not created;
+// a replay passes that dead letter (put back, it would make the order
+// once the refusal is pruned) and puts back its other commands.
+func TestARefusedCreateIsNotPutBack(t *testing.T) {
+	ctx := context.Background()
+	n := schemas.Naming{}
+	commands := n.Topic(schemas.TopicOrderCommands)
+	d := newDLQEnv(t, n.DeadLetterTopic(order.DeciderName), commands)
+	for _, kind := range []string{order.KindCreate, order.KindCancel} {
+		d.deadLetter(t, order.DeciderName, &kgo.Record{Topic: commands, Key: []byte(uuid.NewString()),
+			Value: []byte(`{"id":"` + uuid.NewString() + `","kind":"` + kind + `","order_id":"` + uuid.NewString() + `"}`)})
+	}
+	var out, errw bytes.Buffer
+	if err := d.replay(ctx, order.DeciderName, -1, &out, &errw); err != nil {
+		t.Fatal(err)
+	}
+	var lines []Replayed
+	for line := range strings.Lines(out.String()) {
+		var l Replayed
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	ends, err := d.adm.ListEndOffsets(ctx, commands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(commands, 0)
+	if len(lines) != 2 || !strings.Contains(lines[0].Skipped, "refused") || lines[1].Skipped != "" || end.Offset != 1 {
+		t.Fatalf("replay printed %+v and put back %d records; want the create passed and the cancel put back", lines, end.Offset)
 	}
 }
