@@ -138,26 +138,31 @@ func retryDelay(attempt int) (d time.Duration, ok bool) {
 	return d, true
 }
 
-// failedInternally is the result of an item whose create panicked: a
-// 5xx, so the item is worked again (an attempt that finds its command
-// decided takes the decision) and stored with it after its last.
+// failedInternally is the result of an item whose create panicked. The
+// panic may have come after the create was sent, so the item is not
+// stored as failed: it stays open like an Unknown one, worked again (an
+// attempt that finds its command decided takes the decision) until a
+// release without the bug creates it, or tells it was never sent.
 func failedInternally() Result {
+	r := errorResult(500, schemas.CodeInternal, "internal error")
+	r.Unknown = true
+	return r
+}
+
+// errorResult is an answer of status with the error catalogue's body.
+func errorResult(status int, code, message string) Result {
 	body, _ := codec.Marshal(struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`
-	}{schemas.CodeInternal, "internal error"})
-	return Result{Status: 500, Error: body}
+	}{code, message})
+	return Result{Status: status, Error: body}
 }
 
 // unanswered is the result stored for an item that got no answer (or one
 // without a body) in its last attempt.
 func unanswered() Result {
-	body, _ := codec.Marshal(struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}{schemas.CodeServiceUnavailable, fmt.Sprintf("the order could not be created in %d attempts over several minutes "+
-		"(a dependency of the service was unavailable); it may still be created: look it up before submitting it again", maxAttempts)})
-	return Result{Status: 503, Error: body}
+	return errorResult(503, schemas.CodeServiceUnavailable, fmt.Sprintf("the order could not be created in %d attempts over several minutes "+
+		"(a dependency of the service was unavailable); it may still be created: look it up before submitting it again", maxAttempts))
 }
 
 // runJob is a job's payload: items [From, To) of a batch.
@@ -343,7 +348,7 @@ func (w *Worker) round(ctx context.Context) (int, error) {
 				// POST 500; here it would take the process down, and with
 				// it every instance that leases the run after.
 				if p := recover(); p != nil {
-					w.Log.Error("a batch item's create panicked; it is worked again, then stored as an internal error", "batch", it.Batch,
+					w.Log.Error("a batch item's create panicked; it stays open, and is worked again", "batch", it.Batch,
 						"index", it.Index, "panic", p, "stack", string(debug.Stack()))
 					results[i] = failedInternally()
 				}
