@@ -396,10 +396,8 @@ func (ss *session) poll() error {
 			return failure
 		}
 		if failure != nil && fetches.NumRecords() == 0 {
-			select {
-			case <-ss.ctx.Done():
+			if !stream.AfterFetchFailure(ss.ctx) {
 				return nil
-			case <-time.After(stream.FetchRetry):
 			}
 			continue
 		}

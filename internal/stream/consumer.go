@@ -248,10 +248,8 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		if len(recs) == 0 {
 			cl.AllowRebalance()
 			if failure != nil {
-				select {
-				case <-ctx.Done():
+				if !AfterFetchFailure(ctx) {
 					return ctx.Err()
-				case <-time.After(FetchRetry):
 				}
 				continue
 			}
@@ -346,7 +344,7 @@ var ErrTopicMadeAgain = errors.New("a topic it consumes was deleted and made aga
 // FetchFailure logs the errors of a poll, other than its own deadline, and
 // returns the first (ErrTopicMadeAgain first), or nil. A poll that brings
 // only errors is no progress, and one made at once would fail as fast:
-// its caller waits FetchRetry first.
+// its caller waits first (AfterFetchFailure).
 func FetchFailure(fetches kgo.Fetches, log *slog.Logger) error {
 	var failure error
 	fetches.EachError(func(t string, p int32, err error) {
@@ -364,9 +362,16 @@ func FetchFailure(fetches kgo.Fetches, log *slog.Logger) error {
 	return failure
 }
 
-// FetchRetry is how long a consumer waits after a poll that brought only
-// fetch errors.
-const FetchRetry = time.Second
+// AfterFetchFailure waits a second after a poll that brought only fetch
+// errors, and reports false if ctx ended first.
+func AfterFetchFailure(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Second):
+		return true
+	}
+}
 
 // Step applies a batch and returns the records it applied.
 type Step func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error)
