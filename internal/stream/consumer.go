@@ -745,7 +745,9 @@ func (r *Runner) behind(ctx context.Context, c Consumer, logs logBoundsFunc, k t
 // grew past it again. Its stored offset is moved to the log's start
 // instead (only if it is still the one read, in a transaction of its own
 // once tx is rolled back) and the consumer re-reads (errRejoin). The
-// records still there are applied again, which consumers take once by id.
+// records still there are applied again, which consumers take once by id
+// (the topic's id is not kept, so a log truncated under the same id is
+// read again whole: see docs/kafka.md).
 func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs logBoundsFunc, k tp, stored int64) error {
 	start, end, err := logs(ctx, k.topic, k.partition)
 	if err != nil {
