@@ -37,6 +37,20 @@ func newDLQEnv(t *testing.T, topics ...string) *dlqEnv {
 	return &dlqEnv{naming: schemas.Naming{}, brokers: cluster.ListenAddrs(), pool: pgtest.NewPool(t), prod: prod, adm: kadm.NewClient(prod)}
 }
 
+// jsonLines reads what podctl printed, one JSON value of T a line.
+func jsonLines[T any](t *testing.T, out string) []T {
+	t.Helper()
+	var vs []T
+	for line := range strings.Lines(out) {
+		var v T
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("podctl printed %q: %v", line, err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
 // deadLetter writes rec's dead letter, as consumer would.
 func (d *dlqEnv) deadLetter(t *testing.T, consumer string, rec *kgo.Record) {
 	t.Helper()
@@ -76,14 +90,7 @@ func TestADeadLetterTopicMadeAgainIsReplayedFromItsStart(t *testing.T) {
 	if err := d.list(ctx, consumer, &out, &errw); err != nil {
 		t.Fatal(err)
 	}
-	var listed []DeadLetter
-	for line := range strings.Lines(out.String()) {
-		var l DeadLetter
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatal(err)
-		}
-		listed = append(listed, l)
-	}
+	listed := jsonLines[DeadLetter](t, out.String())
 	if len(listed) != 2 || listed[0].Replayed || listed[1].Replayed {
 		t.Fatalf("dlq list printed %+v, want two dead letters not replayed", listed)
 	}
@@ -160,14 +167,7 @@ func TestARefusedCreateIsNotPutBack(t *testing.T) {
 	if err := d.replay(ctx, order.DeciderName, -1, &out, &errw); err != nil {
 		t.Fatal(err)
 	}
-	var lines []Replayed
-	for line := range strings.Lines(out.String()) {
-		var l Replayed
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, l)
-	}
+	lines := jsonLines[Replayed](t, out.String())
 	ends, err := d.adm.ListEndOffsets(ctx, commands)
 	if err != nil {
 		t.Fatal(err)
