@@ -219,9 +219,10 @@ func TestRevokedDemoTokenStaysRevokedAfterRestart(t *testing.T) {
 // TestOrderTopicsMadeAgainLoseNoNewOrder: the order commands and events
 // topics deleted and made again (a cluster lost, a mistaken delete) start
 // new logs below the offsets the order decider, the order projector and
-// the fan-out stored for them. After the restart its producers need, a new
-// order is decided, shown and pushed: the consumers read the new logs from
-// their start, rather than drop what is there as applied before.
+// the fan-out stored for them. After a restart (which makes the topics
+// again, as an operator would), a new order is decided, shown and pushed:
+// the consumers read the new logs from their start, rather than drop what
+// is there as applied before.
 func TestOrderTopicsMadeAgainLoseNoNewOrder(t *testing.T) {
 	d := startDemo(t, fastPushes)
 	ctx := context.Background()

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/printpod/pod/internal/wait"
@@ -47,18 +49,48 @@ func ResolveBrokers(brokers []string, addrFile string) ([]string, error) {
 // without lingering), so a caller that waits on the result pays no linger
 // delay; an asynchronous Produce lingers up to franz-go's default (10 ms)
 // for company in its request.
+//
+// A topic deleted and made again fails the records sent to it with
+// UNKNOWN_TOPIC_ID (franz-go keeps the id it first saw); the producer then
+// forgets the topic (remade), and the next record to it finds the new one.
 func NewProducer(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
+	hook := &remade{}
 	base := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.WithHooks(hook),
 	}
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer: %w", err)
 	}
+	hook.cl.Store(cl)
 	return cl, nil
+}
+
+// remade purges from its producer a topic whose records failed with
+// UNKNOWN_TOPIC_ID, once at a time per topic. The purge runs off the
+// producer's own goroutine, which calls the hook.
+type remade struct {
+	cl      atomic.Pointer[kgo.Client]
+	purging sync.Map // topic: a purge under way
+}
+
+func (h *remade) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if !errors.Is(err, kerr.UnknownTopicID) {
+		return
+	}
+	if _, busy := h.purging.LoadOrStore(r.Topic, true); busy {
+		return
+	}
+	go func() {
+		defer h.purging.Delete(r.Topic)
+		if cl := h.cl.Load(); cl != nil {
+			cl.PurgeTopicsFromProducing(r.Topic)
+		}
+	}()
 }
 
 // TopicSpec is how EnsureTopics creates topics.

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -9,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/printpod/pod/internal/testenv"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -85,4 +89,51 @@ func notKnown(t *testing.T, addrs []string, req *kmsg.MetadataRequest) *kmsg.Met
 		resp.Topics = append(resp.Topics, mt)
 	}
 	return resp
+}
+
+// TestAProducerTakesATopicMadeAgain: a topic deleted and made again
+// under a running producer fails the records sent to it while the
+// producer still holds the old topic's id; the producer then forgets the
+// topic, and a record sent after that goes to the new one. Without it
+// every record failed until the process restarted.
+func TestAProducerTakesATopicMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cl, err := NewProducer(cluster.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const topic = "pod.test.remade"
+	if err := EnsureTopics(ctx, cl, TopicSpec{Partitions: 1}, topic); err != nil {
+		t.Fatal(err)
+	}
+	send := func() error {
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr()
+	}
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := kadm.NewClient(cl).DeleteTopics(ctx, topic)
+	if err == nil {
+		err = deleted.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureTopics(ctx, cl, TopicSpec{Partitions: 1}, topic); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := send(); err != nil {
+			failed++
+			return fmt.Errorf("%d sends to the topic made again failed, the last: %w", failed, err)
+		}
+		return nil
+	})
 }
