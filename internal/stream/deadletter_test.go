@@ -276,20 +276,26 @@ func TestPoisonRecordIsDeadLettered(t *testing.T) {
 	}
 }
 
+// poisonedBy is insertHandler for a batch without a record of value, and
+// poison (cannot be decoded) for one with it.
+func poisonedBy(value string) Handler {
+	return func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
+		for _, r := range recs {
+			if string(r.Value) == value {
+				return nil, Poison(errors.New("cannot decode " + value))
+			}
+		}
+		return insertHandler(ctx, tx, recs)
+	}
+}
+
 // TestADeadLetterGoesWhereDeadLetterAsSays runs a consumer that
 // dead-letters as another one (a read model's rebuild, as its projector):
 // its dead letters are that one's, in that one's topic.
 func TestADeadLetterGoesWhereDeadLetterAsSays(t *testing.T) {
 	f := setup(t)
 	c := Consumer{Name: "test.rebuild", DeadLetterAs: "test.live", Topics: []string{topic},
-		Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
-			for _, r := range recs {
-				if string(r.Value) == "poison" {
-					return nil, Poison(errors.New("cannot decode poison"))
-				}
-			}
-			return insertHandler(ctx, tx, recs)
-		}}
+		Handle: poisonedBy("poison")}
 	f.produce(t, 0, 10)
 	f.produceValues(t, "poison")
 	f.produce(t, 10, 20)
@@ -493,14 +499,7 @@ func TestWhatADeadLetterRecordsCommitsWithIt(t *testing.T) {
 			f := setup(t)
 			ctx := context.Background()
 			tries := 0
-			c := Consumer{Name: "test.hook", Handle: func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) ([]*kgo.Record, error) {
-				for _, r := range recs {
-					if string(r.Value) == "bad" {
-						return nil, Poison(errors.New("cannot decode"))
-					}
-				}
-				return insertHandler(ctx, tx, recs)
-			}, OnDeadLetter: func(ctx context.Context, tx pgx.Tx, rec *kgo.Record, _ error) error {
+			c := Consumer{Name: "test.hook", Handle: poisonedBy("bad"), OnDeadLetter: func(ctx context.Context, tx pgx.Tx, rec *kgo.Record, _ error) error {
 				if tries++; tc.fails(tries) {
 					return errors.New("connection reset")
 				}
