@@ -384,6 +384,7 @@ func (ss *session) commit(offs map[string]map[int32]kgo.EpochOffset) {
 }
 
 func (ss *session) poll() error {
+	log := ss.s.Log.With("consumer", SenderGroup)
 	for {
 		ss.s.Metrics.setBuffered(len(ss.buffer))
 		fetches := ss.cl.PollRecords(ss.ctx, 500)
@@ -391,7 +392,7 @@ func (ss *session) poll() error {
 			return nil
 		}
 		ss.s.Metrics.observePoll(fetches.NumRecords())
-		failure := stream.FetchFailure(fetches, ss.s.Log.With("consumer", SenderGroup))
+		failure := stream.FetchFailure(fetches, log)
 		if errors.Is(failure, stream.ErrTopicMadeAgain) {
 			return failure
 		}
