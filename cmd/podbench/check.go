@@ -29,11 +29,16 @@ func drain(ctx context.Context, led *ledger, rcv *receiver, expect string, timeo
 	start := time.Now()
 	deadline := start.Add(timeout)
 	lastSay := start
+	lastMissing, since, named := -1, start, false
 	for {
 		missing := 0
+		var stuck []*order
 		led.each(func(o *order) {
 			if waiting(o, rcv, expect) {
 				missing++
+				if len(stuck) < stuckShown {
+					stuck = append(stuck, o)
+				}
 			}
 		})
 		if missing == 0 {
@@ -49,9 +54,41 @@ func drain(ctx context.Context, led *ledger, rcv *receiver, expect string, timeo
 			fmt.Fprintf(os.Stderr, "[drain] %d accepted orders still waiting for webhooks (%s left)\n", missing, deadline.Sub(now).Round(time.Second))
 			lastSay = now
 		}
+		if missing != lastMissing {
+			lastMissing, since, named = missing, now, false
+		}
+		if !named && now.Sub(since) >= stuckAfter {
+			nameStuck(stuck, rcv, missing, now.Sub(since))
+			named = true
+		}
 		if !sleepUntil(ctx, now.Add(200*time.Millisecond)) {
 			return
 		}
+	}
+}
+
+// stuckShown is how many orders drain names when the count of orders it
+// waits for stops falling for stuckAfter: an order whose webhooks stall
+// (a job waiting out a lease, a delivery waiting out a retry) is then
+// found by its id in podsvc's log and tables.
+const (
+	stuckShown = 10
+	stuckAfter = 5 * time.Second
+)
+
+// nameStuck prints the orders drain waits for, with what each lacks.
+func nameStuck(stuck []*order, rcv *receiver, missing int, still time.Duration) {
+	fmt.Fprintf(os.Stderr, "[drain] %d orders got no expected webhook for %s; the first %d:\n", missing, still.Round(time.Second), len(stuck))
+	for _, o := range stuck {
+		lacks := "order.created"
+		if got, ok := rcv.arrivalsOf(o.seq); ok && !got.created.IsZero() {
+			lacks = "a SUCCESS or FAILED status update"
+		}
+		id := o.orderID
+		if id == "" {
+			id = "(answered 503, reference " + o.ref + ")"
+		}
+		fmt.Fprintf(os.Stderr, "[drain]   order %s sent %s lacks %s\n", id, o.sent.UTC().Format("15:04:05.000"), lacks)
 	}
 }
 
