@@ -9,6 +9,8 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/google/uuid"
+	"github.com/printpod/pod/cmd/podsvc/app"
 	"github.com/printpod/pod/commands/catalog"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/podtest"
@@ -248,6 +250,25 @@ func TestOrderTopicsMadeAgainLoseNoNewOrder(t *testing.T) {
 	})
 
 	adm := kadm.NewClient(d.app.Producer)
+	// The offsets keep the id of the topic they were stored for, as the
+	// broker's fetches carry it: of the decider's offsets on the commands
+	// topic, storedFor counts those stored for its id now, and the others.
+	storedFor := func(a *app.App) (current, others int) {
+		t.Helper()
+		listed, err := kadm.NewClient(a.Producer).ListTopics(ctx, commands)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE topic_id = $2), count(*) FILTER (WHERE topic_id IS DISTINCT FROM $2)
+			FROM consumer_offsets WHERE consumer = 'order-decider' AND topic = $1 AND next_offset > 0`,
+			commands, uuid.UUID(listed[commands].ID)).Scan(&current, &others); err != nil {
+			t.Fatal(err)
+		}
+		return current, others
+	}
+	if current, others := storedFor(d.app); others > 0 {
+		t.Fatalf("%d of the decider's offsets are stored for another topic id than the commands topic's (%d for its own)", others, current)
+	}
 	deleted, err := adm.DeleteTopics(ctx, commands, events)
 	if err == nil {
 		err = deleted.Error()
@@ -273,6 +294,11 @@ func TestOrderTopicsMadeAgainLoseNoNewOrder(t *testing.T) {
 
 	after := create(t, d2.client, tshirtOrder(v.VariantID, "after", 1))
 	d2.waitStatus(t, d2.client, after.OrderID, "SUCCESS")
+	// The new order's partition is stored for the new topic; the others
+	// move to it with their first records.
+	if current, _ := storedFor(again); current == 0 {
+		t.Fatal("no offset of the decider is stored for the new commands topic's id")
+	}
 	for _, o := range before {
 		if got := d2.detail(t, d2.client, o.OrderID); got.Status != "SUCCESS" {
 			t.Fatalf("order %s made before is %s after the topics were made again", o.OrderID, got.Status)

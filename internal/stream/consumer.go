@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/schemas"
 	"github.com/sethvargo/go-retry"
@@ -208,7 +210,8 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 	defer cl.Close()
 
-	apply := r.policies(c, log, logBoundsOf(cl))
+	logs := &logsRead{bounds: logBoundsOf(cl), ids: map[string]uuid.UUID{}}
+	apply := r.policies(c, log, logs)
 	lastCheck := time.Now()
 	var flow arrivals
 	for {
@@ -230,6 +233,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			cl.AllowRebalance()
 			return ctx.Err()
 		}
+		logs.learn(fetches)
 		failure := FetchFailure(fetches, log)
 		if errors.Is(failure, ErrTopicMadeAgain) {
 			cl.AllowRebalance()
@@ -238,7 +242,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		recs := fetches.Records()
 		if len(recs) > 0 && c.Linger > 0 && (!c.brief || flow.busy(time.Now())) {
 			var closed bool
-			recs, closed = linger(ctx, cl, c, recs, log)
+			recs, closed = linger(ctx, cl, c, logs, recs, log)
 			if closed {
 				cl.AllowRebalance()
 				return ctx.Err()
@@ -317,7 +321,7 @@ func (a *arrivals) roll(now time.Time) {
 // the batch holds c.LingerBatch records. It reports whether the client
 // closed meanwhile. Rebalances stay blocked while it gathers
 // (BlockRebalanceOnPoll), so the batch's partitions stay this member's.
-func linger(ctx context.Context, cl *kgo.Client, c Consumer, recs []*kgo.Record, log *slog.Logger) ([]*kgo.Record, bool) {
+func linger(ctx context.Context, cl *kgo.Client, c Consumer, logs *logsRead, recs []*kgo.Record, log *slog.Logger) ([]*kgo.Record, bool) {
 	deadline := time.Now().Add(c.Linger)
 	for len(recs) < c.LingerBatch && time.Now().Before(deadline) {
 		pollCtx, cancel := context.WithDeadline(ctx, deadline)
@@ -326,6 +330,7 @@ func linger(ctx context.Context, cl *kgo.Client, c Consumer, recs []*kgo.Record,
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return recs, true
 		}
+		logs.learn(fetches)
 		recs = append(recs, fetches.Records()...)
 		if FetchFailure(fetches, log) != nil {
 			break // the session's next poll sees it
@@ -383,7 +388,7 @@ type Policy func(next Step) Step
 // (apply), wrapped, from the inside out, by panic recovery, the batch
 // metrics, retry with backoff, and the dead-letter policy. A stage's
 // handler knows none of them.
-func (r *Runner) policies(c Consumer, log *slog.Logger, logs logBoundsFunc) Step {
+func (r *Runner) policies(c Consumer, log *slog.Logger, logs *logsRead) Step {
 	step := Step(func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
 		return r.apply(ctx, c, logs, recs)
 	})
@@ -474,7 +479,7 @@ func retrying(log *slog.Logger) Policy {
 // go on. Every piece commits its own records with their offsets, so each
 // good record is still applied exactly once. It returns the records
 // applied (not the dead letters).
-func (r *Runner) isolating(c Consumer, log *slog.Logger, logs logBoundsFunc) Policy {
+func (r *Runner) isolating(c Consumer, log *slog.Logger, logs *logsRead) Policy {
 	return func(next Step) Step {
 		var isolate Step
 		isolate = func(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
@@ -501,7 +506,7 @@ func (r *Runner) isolating(c Consumer, log *slog.Logger, logs logBoundsFunc) Pol
 
 // deadLetterWithRetry dead-letters rec, retrying (Kafka or Postgres being
 // down is transient) until it is done or ctx ends.
-func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.Logger, logs logBoundsFunc, rec *kgo.Record, cause error) error {
+func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.Logger, logs *logsRead, rec *kgo.Record, cause error) error {
 	backoff := retry.WithCappedDuration(5*time.Second, retry.NewExponential(50*time.Millisecond))
 	return retry.Do(ctx, backoff, func(ctx context.Context) error {
 		dlCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -531,7 +536,7 @@ func (r *Runner) deadLetterWithRetry(ctx context.Context, c Consumer, log *slog.
 // locks, so an emitted record is never lost (a crash before the commit
 // redoes the batch, which emits the same records again) and two members
 // never emit for one partition at once.
-func (r *Runner) apply(ctx context.Context, c Consumer, logs logBoundsFunc, recs []*kgo.Record) (applied []*kgo.Record, err error) {
+func (r *Runner) apply(ctx context.Context, c Consumer, logs *logsRead, recs []*kgo.Record) (applied []*kgo.Record, err error) {
 	tx, err := r.Pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -552,18 +557,25 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logs logBoundsFunc, recs
 		part := byTP[k]
 		fetched[i] = part[len(part)-1].Offset + 1
 	}
-	stored, err := claimOffsets(ctx, tx, c.Name, keys, fetched)
+	claimed, err := claimOffsets(ctx, tx, c.Name, keys, fetched, logs.ids)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range keys {
+		if id, known := logs.ids[k.topic]; known && claimed[k].topicID != uuid.Nil && claimed[k].topicID != id {
+			return nil, r.madeAgain(ctx, tx, c, logs, k, claimed[k], id)
+		}
+	}
+	stored := make(map[tp]int64, len(keys))
+	for _, k := range keys {
+		stored[k] = claimed[k].next
 		part := byTP[k]
 		i := 0
 		for i < len(part) && part[i].Offset < stored[k] {
 			i++
 		}
 		if i > 0 {
-			if err := r.pastEnd(ctx, tx, c, logs, k, stored[k]); err != nil {
+			if err := r.pastEnd(ctx, tx, c, logs, k, claimed[k]); err != nil {
 				return nil, err
 			}
 		}
@@ -648,8 +660,8 @@ const (
 // commit and then reads the offset it stored. The move takes effect only
 // if the transaction commits, so a caller that finds the batch already
 // applied, or that must re-read, rolls back and nothing moved.
-func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64) (map[tp]int64, error) {
-	stored := make(map[tp]int64, len(keys))
+func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64, ids map[string]uuid.UUID) (map[tp]claimed, error) {
+	stored := make(map[tp]claimed, len(keys))
 	// The locking read is materialized: read once, before any row moves.
 	// Planned as a subquery it could be scanned again after the update
 	// moved a row, and a row this statement already updated is not locked
@@ -664,16 +676,22 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 		// the statement, for the handler's.
 		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
 		b.Queue(`WITH l AS MATERIALIZED (
-				SELECT s.topic, s.partition, s.next_offset, k.next FROM consumer_offsets s
-				JOIN unnest($2::text[], $3::int[], $4::bigint[]) AS k(topic, partition, next) ON s.topic = k.topic AND s.partition = k.partition
+				SELECT s.topic, s.partition, s.next_offset, s.topic_id, k.next, k.id FROM consumer_offsets s
+				JOIN unnest($2::text[], $3::int[], $4::bigint[], $5::uuid[]) AS k(topic, partition, next, id) ON s.topic = k.topic AND s.partition = k.partition
 				WHERE s.consumer = $1 ORDER BY s.topic, s.partition FOR UPDATE OF s)
-			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), updated_at = now()
+			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), topic_id = coalesce(l.id, l.topic_id), updated_at = now()
 			FROM l WHERE o.consumer = $1 AND o.topic = l.topic AND o.partition = l.partition
-			RETURNING l.topic, l.partition, l.next_offset`, consumer, topics, parts, next).Query(func(rows pgx.Rows) error {
+			RETURNING l.topic, l.partition, l.next_offset, l.topic_id`, consumer, topics, parts, next, topicIDs(keys, ids)).Query(func(rows pgx.Rows) error {
 			var k tp
-			var off int64
-			_, err := pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &off}, func() error {
-				stored[k] = off
+			var c claimed
+			var id pgtype.UUID
+			_, err := pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &c.next, &id}, func() error {
+				if id.Valid {
+					c.topicID = id.Bytes
+				} else {
+					c.topicID = uuid.Nil
+				}
+				stored[k] = c
 				return nil
 			})
 			return err
@@ -705,6 +723,26 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 	return stored, nil
 }
 
+// claimed is what claimOffsets read of a partition's row before it moved
+// it: the offset stored, and the id of the topic it was stored for
+// (uuid.Nil: not known).
+type claimed struct {
+	next    int64
+	topicID uuid.UUID
+}
+
+// topicIDs are the ids of keys' topics, aligned with keys, NULL where not
+// known: a claim stores the ones known, and keeps a row's own otherwise.
+func topicIDs(keys []tp, ids map[string]uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(keys))
+	for i, k := range keys {
+		if id, ok := ids[k.topic]; ok {
+			out[i] = pgtype.UUID{Bytes: id, Valid: true}
+		}
+	}
+	return out
+}
+
 // keyColumns are keys as the two arrays a statement unnests.
 func keyColumns(keys []tp) ([]string, []int32) {
 	topics := make([]string, len(keys))
@@ -723,8 +761,8 @@ func keyColumns(keys []tp) ([]string, []int32) {
 // first is the log's start) does it go on, logging the gap; a stored
 // offset before the log's start is reset to the start on the re-read, so
 // the next batch is that case.
-func (r *Runner) behind(ctx context.Context, c Consumer, logs logBoundsFunc, k tp, stored, first int64) error {
-	start, _, err := logs(ctx, k.topic, k.partition)
+func (r *Runner) behind(ctx context.Context, c Consumer, logs *logsRead, k tp, stored, first int64) error {
+	start, _, err := logs.bounds(ctx, k.topic, k.partition)
 	if err != nil {
 		return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
 	}
@@ -739,34 +777,87 @@ func (r *Runner) behind(ctx context.Context, c Consumer, logs logBoundsFunc, k t
 // pastEnd checks, when records fetched for k are below its stored offset,
 // that they are records applied before (a zombie's fetch, a rebuild's
 // offsets swapped in) and not those of a log that ends before the stored
-// offset. That log lost what was applied (a topic deleted and made again,
-// an unclean leader election): kept, the stored offset would drop
-// everything written to it since as applied, with no sign, until the log
-// grew past it again. Its stored offset is moved to the log's start
-// instead (only if it is still the one read, in a transaction of its own
-// once tx is rolled back) and the consumer re-reads (errRejoin). The
-// records still there are applied again, which consumers take once by id
-// (the topic's id is not kept, so a log truncated under the same id is
-// read again whole: see docs/kafka.md).
-func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs logBoundsFunc, k tp, stored int64) error {
-	start, end, err := logs(ctx, k.topic, k.partition)
+// offset. That log lost records applied before: kept, the stored offset
+// would drop everything written to it since as applied, with no sign,
+// until the log grew past it again. Under the topic id the offset was
+// stored for, the log was cut back (an unclean leader election made a
+// replica that lagged its leader), and what it still holds was applied:
+// the stored offset moves to its end. Where the id is not known, it moves
+// to the log's start, and the records still there are applied again,
+// which consumers take once by id. A topic made again under the same name
+// is found by its id first (madeAgain).
+func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsRead, k tp, was claimed) error {
+	start, end, err := logs.bounds(ctx, k.topic, k.partition)
 	if err != nil {
 		return fmt.Errorf("log offsets of %s/%d: %w", k.topic, k.partition, err)
 	}
-	if end >= stored {
+	if end >= was.next {
 		return nil
 	}
-	r.Log.Error("a log ends before the offset stored for it: it lost records applied before (a topic deleted and made again, an unclean leader election); applying it again from its start",
-		"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", stored, "log_start", start, "log_end", end)
+	attrs := []any{"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was.next, "log_start", start, "log_end", end}
+	if id, known := logs.ids[k.topic]; known && was.topicID == id {
+		r.Log.Error("a log ends before the offset stored for it: it was cut back under the same topic (an unclean leader election), losing records applied before; going on from its end", attrs...)
+		return r.moveStored(ctx, tx, c, k, was, end, id)
+	}
+	r.Log.Error("a log ends before the offset stored for it: it lost records applied before (a topic deleted and made again, an unclean leader election); applying it again from its start", attrs...)
+	return r.moveStored(ctx, tx, c, k, was, start, uuid.Nil)
+}
+
+// madeAgain moves the stored offset of k, stored for a topic whose id was
+// not id, to the start of the log now under the topic's name: that topic
+// was deleted and made again, and its stored offsets are the old log's,
+// whatever the new one holds.
+func (r *Runner) madeAgain(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsRead, k tp, was claimed, id uuid.UUID) error {
+	start, _, err := logs.bounds(ctx, k.topic, k.partition)
+	if err != nil {
+		return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
+	}
+	r.Log.Error("a topic was deleted and made again: the offset stored for it is the old log's; applying the new one from its start",
+		"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was.next, "old_topic_id", was.topicID, "topic_id", id, "log_start", start)
+	return r.moveStored(ctx, tx, c, k, was, start, id)
+}
+
+// moveStored rolls tx back, then moves the stored offset of k to to (and
+// its topic id to id, unless uuid.Nil) in a statement of its own, only if
+// the row is still as claimed (was), and returns errRejoin: the consumer
+// re-reads from there.
+func (r *Runner) moveStored(ctx context.Context, tx pgx.Tx, c Consumer, k tp, was claimed, to int64, id uuid.UUID) error {
 	if err := tx.Rollback(ctx); err != nil {
 		return fmt.Errorf("roll back: %w", err)
 	}
-	if _, err := r.Pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, updated_at = now()
-		WHERE consumer = $1 AND topic = $2 AND partition = $3 AND next_offset = $5`,
-		c.Name, k.topic, k.partition, start, stored); err != nil {
-		return fmt.Errorf("move the stored offset of %s/%d to its log's start: %w", k.topic, k.partition, err)
+	if _, err := r.Pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, topic_id = coalesce($5, topic_id), updated_at = now()
+		WHERE consumer = $1 AND topic = $2 AND partition = $3 AND next_offset = $6 AND topic_id IS NOT DISTINCT FROM $7`,
+		c.Name, k.topic, k.partition, to, nullID(id), was.next, nullID(was.topicID)); err != nil {
+		return fmt.Errorf("move the stored offset of %s/%d: %w", k.topic, k.partition, err)
 	}
 	return errRejoin
+}
+
+// nullID is id as a parameter, NULL for uuid.Nil.
+func nullID(id uuid.UUID) pgtype.UUID {
+	return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil}
+}
+
+// logsRead is what a session knows of the logs it reads: their bounds,
+// asked when a batch needs them, and the ids of their topics, as its
+// fetches carry them (a topic missing: not known, as from a broker whose
+// fetches carry none).
+type logsRead struct {
+	bounds logBoundsFunc
+	ids    map[string]uuid.UUID
+}
+
+// learn keeps the topic ids that fetches carry. A session's client never
+// adopts a topic's new id (a fetch of a topic made again fails, and ends
+// the session), so within a session an id does not change.
+func (l *logsRead) learn(fetches kgo.Fetches) {
+	for _, f := range fetches {
+		for _, t := range f.Topics {
+			if t.TopicID != uuid.Nil {
+				l.ids[t.Topic] = t.TopicID
+			}
+		}
+	}
 }
 
 // logBoundsFunc tells the first offset a partition's log still holds and

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/pg"
@@ -210,7 +212,7 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 		{Topic: topic, Partition: 1, Offset: 0, Value: []byte("c")},
 	}
 	ctx := context.Background()
-	logs := func(context.Context, string, int32) (int64, int64, error) { return 0, 1 << 40, nil }
+	logs := bounded(0, 1<<40)
 	applied, err := runner.apply(ctx, c, logs, recs)
 	if err != nil || len(applied) != 3 {
 		t.Fatalf("first apply: %v, %d applied", err, len(applied))
@@ -230,7 +232,7 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 		t.Fatalf("gap: %v, want errRejoin", err)
 	}
 	// ... unless retention removed the records in between: then it goes on.
-	gone := func(context.Context, string, int32) (int64, int64, error) { return 5, 1 << 40, nil }
+	gone := bounded(5, 1<<40)
 	if applied, err := runner.apply(ctx, c, gone, gap); err != nil || len(applied) != 1 {
 		t.Fatalf("gap before the log start: %v, applied %d", err, len(applied))
 	}
@@ -243,7 +245,7 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 	// truncated (it starts at 2) while a member fetches at 3. The record
 	// at 2 is still there: the member re-reads, rather than rebuilding the
 	// read model from where it happened to be.
-	truncated := func(context.Context, string, int32) (int64, int64, error) { return 2, 1 << 40, nil }
+	truncated := bounded(2, 1<<40)
 	if _, err := runner.apply(ctx, c, truncated, fresh); !errors.Is(err, errRejoin) {
 		t.Fatalf("a batch past the start of a truncated log, offsets cleared: %v, want errRejoin", err)
 	}
@@ -256,7 +258,7 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 	// (partition 0 is stored at 3, its log ends at 1) are a new log's,
 	// not records applied before: nothing is applied, the stored offset
 	// goes back to the log's start, and the consumer re-reads.
-	lost := func(context.Context, string, int32) (int64, int64, error) { return 0, 1, nil }
+	lost := bounded(0, 1)
 	remade := []*kgo.Record{{Topic: topic, Partition: 0, Offset: 0, Value: []byte("h")}}
 	if applied, err := runner.apply(ctx, c, lost, remade); !errors.Is(err, errRejoin) || len(applied) != 0 {
 		t.Fatalf("a record of a log ending before the stored offset: %v, applied %d, want errRejoin", err, len(applied))
@@ -271,13 +273,97 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 	}
 }
 
+// bounded is what a session knows of logs that start at start and end at
+// end, of topics whose ids its fetches did not carry.
+func bounded(start, end int64) *logsRead {
+	return &logsRead{
+		bounds: func(context.Context, string, int32) (int64, int64, error) { return start, end, nil },
+		ids:    map[string]uuid.UUID{},
+	}
+}
+
+// TestAStoredOffsetIsTheLogOfItsTopicID: the stored offsets keep the id
+// of the topic they were stored for, and a log is judged by it. Records
+// of a topic made again under the same name (another id) are the new
+// log's, even where it grew past the offset stored for the old one: the
+// stored offset goes to the new log's start. A log cut back under the
+// same id (an unclean leader election) still holds what was applied
+// before: the stored offset goes to its end, and nothing is applied twice.
+func TestAStoredOffsetIsTheLogOfItsTopicID(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
+	c := Consumer{Name: "test.topic_ids", Handle: insertHandler}
+	first, second := uuid.New(), uuid.New()
+	logs := func(id uuid.UUID, start, end int64) *logsRead {
+		l := bounded(start, end)
+		l.ids[topic] = id
+		return l
+	}
+	// recs are the records from to to of the log of topic id.
+	recs := func(id uuid.UUID, from, to int64) []*kgo.Record {
+		var out []*kgo.Record
+		for off := from; off < to; off++ {
+			out = append(out, &kgo.Record{Topic: topic, Partition: 0, Offset: off, Value: []byte(fmt.Sprintf("%s-%d", id, off))})
+		}
+		return out
+	}
+	stored := func() (next int64, id uuid.UUID) {
+		t.Helper()
+		var got pgtype.UUID
+		if err := f.pool.QueryRow(ctx, `SELECT next_offset, topic_id FROM consumer_offsets WHERE consumer = $1 AND topic = $2 AND partition = 0`,
+			c.Name, topic).Scan(&next, &got); err != nil {
+			t.Fatal(err)
+		}
+		return next, got.Bytes
+	}
+	if applied, err := runner.apply(ctx, c, logs(first, 0, 1<<40), recs(first, 0, 5)); err != nil || len(applied) != 5 {
+		t.Fatalf("the first batch: %v, applied %d", err, len(applied))
+	}
+	if next, id := stored(); next != 5 || id != first {
+		t.Fatalf("stored %d for topic %s, want 5 for %s", next, id, first)
+	}
+
+	// The topic made again, its new log grown past 5 and fetched from there.
+	if applied, err := runner.apply(ctx, c, logs(second, 0, 8), recs(second, 5, 8)); !errors.Is(err, errRejoin) || len(applied) != 0 {
+		t.Fatalf("records of a topic made again: %v, applied %d; want errRejoin and none", err, len(applied))
+	}
+	if next, id := stored(); next != 0 || id != second {
+		t.Fatalf("stored %d for topic %s, want the new log's start, 0, for %s", next, id, second)
+	}
+	if applied, err := runner.apply(ctx, c, logs(second, 0, 8), recs(second, 0, 8)); err != nil || len(applied) != 8 {
+		t.Fatalf("the new log read from its start: %v, applied %d, want all 8", err, len(applied))
+	}
+
+	// The same topic cut back to 6 records; the consumer's fetch past its
+	// end was reset to its start.
+	if applied, err := runner.apply(ctx, c, logs(second, 0, 6), recs(second, 0, 6)); !errors.Is(err, errRejoin) || len(applied) != 0 {
+		t.Fatalf("records of a log cut back: %v, applied %d; want errRejoin and none", err, len(applied))
+	}
+	if next, id := stored(); next != 6 || id != second {
+		t.Fatalf("stored %d for topic %s, want the cut log's end, 6, for %s", next, id, second)
+	}
+	// What the log takes next, at the offsets it took before the cut, is new.
+	after := []*kgo.Record{{Topic: topic, Partition: 0, Offset: 6, Value: []byte("written after the cut")}}
+	if applied, err := runner.apply(ctx, c, logs(second, 0, 7), after); err != nil || len(applied) != 1 {
+		t.Fatalf("a record written after the cut: %v, applied %d", err, len(applied))
+	}
+	var records, applies int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*), sum(n) FROM applied`).Scan(&records, &applies); err != nil {
+		t.Fatal(err)
+	}
+	if records != 5+8+1 || applies != records {
+		t.Fatalf("%d records applied %d times, want each of the %d records of the two logs once", records, applies, 5+8+1)
+	}
+}
+
 // TestConcurrentAppliesOfOneBatchApplyOnce runs the same never-seen batch
 // through two appliers at once, as a zombie and the new owner would.
 func TestConcurrentAppliesOfOneBatchApplyOnce(t *testing.T) {
 	f := setup(t)
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
 	c := Consumer{Name: "test.race", Handle: insertHandler}
-	logs := func(context.Context, string, int32) (int64, int64, error) { return 0, 1 << 40, nil }
+	logs := bounded(0, 1<<40)
 	for round := 0; round < 20; round++ {
 		recs := []*kgo.Record{
 			{Topic: topic, Partition: 0, Offset: int64(2 * round), Value: []byte(fmt.Sprintf("r%d-a", round))},
@@ -449,7 +535,7 @@ func TestTheHandlerPlansWithTheConnectionsOwnSetting(t *testing.T) {
 		return nil, err
 	}}
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
-	logs := func(context.Context, string, int32) (int64, int64, error) { return 0, 1 << 40, nil }
+	logs := bounded(0, 1<<40)
 	for i := range 3 { // the first batch creates the offset rows and claims twice
 		recs := []*kgo.Record{{Topic: topic, Partition: int32(i % 2), Offset: int64(i / 2), Value: []byte("a")}}
 		if _, err := runner.apply(ctx, c, logs, recs); err != nil {
@@ -574,10 +660,21 @@ func TestARewindOfAQuietPartitionIsFoundWhileTheStageIsBusy(t *testing.T) {
 // again (a cluster lost, a mistaken delete) begins a new log at offset 0,
 // below the offsets stored for the old one. Its records are new and are
 // applied, whether the consumer ran through the change or started after
-// it, rather than dropped as applied before.
+// it, rather than dropped as applied before; so are those of a new log
+// that grew past the old one's stored offsets before it was read (the
+// offsets keep their topic's id).
 func TestATopicMadeAgainIsAppliedFromItsStart(t *testing.T) {
-	for _, running := range []bool{true, false} {
-		t.Run(fmt.Sprintf("running=%v", running), func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		running bool
+		written int // records written to the new topic: 140 is more than 60 in each partition
+	}{
+		{"a consumer running through it", true, 15},
+		{"a consumer started after it", false, 15},
+		{"a consumer started after the new log grew past its stored offsets", false, 140},
+	} {
+		running := tc.running
+		t.Run(tc.name, func(t *testing.T) {
 			f := setup(t)
 			ctx := context.Background()
 			c := Consumer{Name: "test.remade", Topics: []string{topic}, Handle: insertHandler}
@@ -604,12 +701,12 @@ func TestATopicMadeAgainIsAppliedFromItsStart(t *testing.T) {
 			if err := kafka.EnsureTopics(ctx, f.prod, kafka.TopicSpec{Partitions: 3}, topic); err != nil {
 				t.Fatal(err)
 			}
-			f.produce(t, 60, 75)
+			f.produce(t, 60, 60+tc.written)
 			if !running {
 				r = f.start(c)
 			}
 			defer r.stop()
-			f.waitCount(t, 75)
+			f.waitCount(t, 60+tc.written)
 		})
 	}
 }

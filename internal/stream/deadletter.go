@@ -127,7 +127,7 @@ func isContent(err error) bool {
 // (podctl dlq list then shows it twice). It is never lost. It reports
 // whether the record was dead-lettered (false: already past it, or passed
 // as Consumer.DeadLettered says).
-func (r *Runner) deadLetter(ctx context.Context, c Consumer, logs logBoundsFunc, rec *kgo.Record, cause error) (bool, error) {
+func (r *Runner) deadLetter(ctx context.Context, c Consumer, logs *logsRead, rec *kgo.Record, cause error) (bool, error) {
 	if r.Producer == nil {
 		return false, errors.New("no dead-letter producer configured")
 	}
@@ -137,11 +137,11 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logs logBoundsFunc,
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	k := tp{rec.Topic, rec.Partition}
-	offsets, err := claimOffsets(ctx, tx, c.Name, []tp{k}, []int64{rec.Offset + 1})
+	offsets, err := claimOffsets(ctx, tx, c.Name, []tp{k}, []int64{rec.Offset + 1}, logs.ids)
 	if err != nil {
 		return false, err
 	}
-	switch stored := offsets[k]; {
+	switch stored := offsets[k].next; {
 	case stored > rec.Offset:
 		return false, nil // applied or dead-lettered already
 	case stored < rec.Offset:

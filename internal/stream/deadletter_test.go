@@ -181,7 +181,7 @@ func TestAPoisonRecordFirstAfterARetentionGapIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod, Metrics: NewMetrics(prometheus.NewRegistry())}
-	logs := func(context.Context, string, int32) (int64, int64, error) { return 500, 1 << 40, nil }
+	logs := bounded(500, 1<<40)
 	step := runner.policies(c, runner.Log, logs)
 	bad := &kgo.Record{Topic: topic, Partition: 0, Offset: 500, Value: []byte("bad")}
 	if _, err := step(context.Background(), []*kgo.Record{bad}); err != nil {
@@ -510,7 +510,7 @@ func TestWhatADeadLetterRecordsCommitsWithIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod}
-			logs := func(context.Context, string, int32) (int64, int64, error) { return 0, 1 << 40, nil }
+			logs := bounded(0, 1<<40)
 			recs := []*kgo.Record{{Topic: topic, Offset: 0, Value: []byte("good-1")}, {Topic: topic, Offset: 1, Value: []byte("bad")},
 				{Topic: topic, Offset: 2, Value: []byte("good-2")}}
 			if _, err := runner.policies(c, runner.Log, logs)(ctx, recs); err != nil {
