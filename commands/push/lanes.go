@@ -1,6 +1,7 @@
 package push
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -113,13 +114,18 @@ func startable(callers int, callTime time.Duration, room int) int {
 	return max(callers, min(room, int(int64(callers)*int64(queueWindow)/int64(callTime))))
 }
 
-// bound is how many pushes store st may hold, of room: all of it unless
-// st is slow (the worker's own bound, holding, applies then), and what a
-// quarter of the callers start within queueWindow at its call time if it
-// is; l.mu is held.
+// bound is how many pushes store st may hold, of room: what a quarter of
+// the callers start within queueWindow at its call time if it is slow;
+// l.mu is held. A store that is not slow has no bound of its own, only the
+// worker's (holding), which a claim keeps to by the places left in its
+// room. Bounding it by the room again would count the same pushes twice,
+// by counts that do not move together: a call's place is freed when its
+// outcome is acknowledged, which may be before its caller tells the lanes
+// it is done (done), and a claim made in between found the store full and
+// leased its due pushes unworked, until their lease ended 40 s later.
 func (l *lanes) bound(st *storeLane, room int, now time.Time) int {
 	if !l.slow(st, now) {
-		return room
+		return math.MaxInt
 	}
 	took := st.times.median
 	if took <= 0 {
