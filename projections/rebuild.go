@@ -350,6 +350,18 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 	if !stream.Reached(rebuilt, holdAt) {
 		return fmt.Errorf("the rebuild's offsets %v are behind the live projector's %v", rebuilt, holdAt)
 	}
+	// Offsets of two topics under the same name (deleted and made again
+	// meanwhile) do not compare: the one behind moves to the new topic's
+	// start with its next batch, and the swap waits for that.
+	var others int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM consumer_offsets r JOIN consumer_offsets l
+		ON l.consumer = $1 AND l.topic = r.topic AND l.partition = r.partition
+		WHERE r.consumer = $2 AND r.topic_id <> l.topic_id`, p.Consumer, rb.consumer.Name).Scan(&others); err != nil {
+		return err
+	}
+	if others > 0 {
+		return &retryable{fmt.Sprintf("the rebuild and the live projector read %d partitions of %s as different topics (it was made again)", others, rb.topic)}
+	}
 	rb.applied = sum(rebuilt)
 	liveTables := make([]string, len(p.Tables))
 	for i, t := range p.Tables {
@@ -401,7 +413,8 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 	// offsets when this commits.
 	b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset, topic_id)
 		SELECT $1, topic, partition, next_offset, topic_id FROM consumer_offsets WHERE consumer = $2 ORDER BY topic, partition
-		ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, updated_at = now()`,
+		ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset,
+			topic_id = coalesce(EXCLUDED.topic_id, consumer_offsets.topic_id), updated_at = now()`,
 		p.Consumer, rb.consumer.Name)
 	b.Queue(`DELETE FROM consumer_offsets l WHERE l.consumer = $1 AND NOT EXISTS (SELECT 1 FROM consumer_offsets r
 		WHERE r.consumer = $2 AND r.topic = l.topic AND r.partition = l.partition)`, p.Consumer, rb.consumer.Name)

@@ -129,7 +129,7 @@ func (r *Runner) Run(ctx context.Context, c Consumer) error {
 			return nil
 		}
 		if errors.Is(err, errRejoin) {
-			log.Info("stored offsets rewound; rejoining")
+			log.Info("rejoining", "why", err)
 			continue
 		}
 		if err != nil {
@@ -210,7 +210,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 	}
 	defer cl.Close()
 
-	logs := &logsRead{bounds: logBoundsOf(cl), ids: map[string]uuid.UUID{}}
+	logs := &logsRead{bounds: logBoundsOf(cl), current: topicIDOf(cl), ids: map[string]uuid.UUID{}}
 	apply := r.policies(c, log, logs)
 	lastCheck := time.Now()
 	var flow arrivals
@@ -561,10 +561,14 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logs *logsRead, recs []*
 	if err != nil {
 		return nil, err
 	}
+	var other []tp // partitions whose offsets were stored for another topic id
 	for _, k := range keys {
-		if id, known := logs.ids[k.topic]; known && claimed[k].topicID != uuid.Nil && claimed[k].topicID != id {
-			return nil, r.madeAgain(ctx, tx, c, logs, k, claimed[k], id)
+		if logs.other(k.topic, claimed[k]) {
+			other = append(other, k)
 		}
+	}
+	if len(other) > 0 {
+		return nil, r.madeAgain(ctx, tx, c, logs, other, claimed)
 	}
 	stored := make(map[tp]int64, len(keys))
 	for _, k := range keys {
@@ -679,7 +683,7 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 				SELECT s.topic, s.partition, s.next_offset, s.topic_id, k.next, k.id FROM consumer_offsets s
 				JOIN unnest($2::text[], $3::int[], $4::bigint[], $5::uuid[]) AS k(topic, partition, next, id) ON s.topic = k.topic AND s.partition = k.partition
 				WHERE s.consumer = $1 ORDER BY s.topic, s.partition FOR UPDATE OF s)
-			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), topic_id = coalesce(l.id, l.topic_id), updated_at = now()
+			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), topic_id = coalesce(l.topic_id, l.id), updated_at = now()
 			FROM l WHERE o.consumer = $1 AND o.topic = l.topic AND o.partition = l.partition
 			RETURNING l.topic, l.partition, l.next_offset, l.topic_id`, consumer, topics, parts, next, topicIDs(keys, ids)).Query(func(rows pgx.Rows) error {
 			var k tp
@@ -777,15 +781,17 @@ func (r *Runner) behind(ctx context.Context, c Consumer, logs *logsRead, k tp, s
 // pastEnd checks, when records fetched for k are below its stored offset,
 // that they are records applied before (a zombie's fetch, a rebuild's
 // offsets swapped in) and not those of a log that ends before the stored
-// offset. That log lost records applied before: kept, the stored offset
-// would drop everything written to it since as applied, with no sign,
-// until the log grew past it again. Under the topic id the offset was
-// stored for, the log was cut back (an unclean leader election made a
-// replica that lagged its leader), and what it still holds was applied:
-// the stored offset moves to its end. Where the id is not known, it moves
-// to the log's start, and the records still there are applied again,
-// which consumers take once by id. A topic made again under the same name
-// is found by its id first (madeAgain).
+// offset. That log lost records applied before (an unclean leader
+// election made a replica that lagged its leader the new leader): kept,
+// the stored offset would drop everything written to it since as applied,
+// with no sign, until the log grew past it again. Its stored offset is
+// moved to the log's start instead (only if it is still the one read, in a
+// statement of its own once tx is rolled back) and the consumer re-reads
+// (errRejoin). The records still there are applied again, which consumers
+// take once by id: where the log was cut is not known (the offsets keep no
+// leader epoch), and records written since may be below the stored offset.
+// A topic made again under the same name is found by its id first
+// (madeAgain).
 func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsRead, k tp, was claimed) error {
 	start, end, err := logs.bounds(ctx, k.topic, k.partition)
 	if err != nil {
@@ -794,43 +800,67 @@ func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsR
 	if end >= was.next {
 		return nil
 	}
-	attrs := []any{"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was.next, "log_start", start, "log_end", end}
-	if id, known := logs.ids[k.topic]; known && was.topicID == id {
-		r.Log.Error("a log ends before the offset stored for it: it was cut back under the same topic (an unclean leader election), losing records applied before; going on from its end", attrs...)
-		return r.moveStored(ctx, tx, c, k, was, end, id)
-	}
-	r.Log.Error("a log ends before the offset stored for it: it lost records applied before (a topic deleted and made again, an unclean leader election); applying it again from its start", attrs...)
-	return r.moveStored(ctx, tx, c, k, was, start, uuid.Nil)
-}
-
-// madeAgain moves the stored offset of k, stored for a topic whose id was
-// not id, to the start of the log now under the topic's name: that topic
-// was deleted and made again, and its stored offsets are the old log's,
-// whatever the new one holds.
-func (r *Runner) madeAgain(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsRead, k tp, was claimed, id uuid.UUID) error {
-	start, _, err := logs.bounds(ctx, k.topic, k.partition)
-	if err != nil {
-		return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
-	}
-	r.Log.Error("a topic was deleted and made again: the offset stored for it is the old log's; applying the new one from its start",
-		"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was.next, "old_topic_id", was.topicID, "topic_id", id, "log_start", start)
-	return r.moveStored(ctx, tx, c, k, was, start, id)
-}
-
-// moveStored rolls tx back, then moves the stored offset of k to to (and
-// its topic id to id, unless uuid.Nil) in a statement of its own, only if
-// the row is still as claimed (was), and returns errRejoin: the consumer
-// re-reads from there.
-func (r *Runner) moveStored(ctx context.Context, tx pgx.Tx, c Consumer, k tp, was claimed, to int64, id uuid.UUID) error {
+	r.Log.Error("a log ends before the offset stored for it: it lost records applied before (an unclean leader election); applying it again from its start",
+		"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was.next, "log_start", start, "log_end", end)
 	if err := tx.Rollback(ctx); err != nil {
 		return fmt.Errorf("roll back: %w", err)
 	}
+	if err := r.moveStored(ctx, c, k, was, start, uuid.Nil); err != nil {
+		return err
+	}
+	return errRejoin
+}
+
+// madeAgain handles the partitions of keys whose offsets were stored for
+// another topic id than this session reads (claimed holds what was
+// stored). When the session's ids are the topics' ids now, the topics were
+// deleted and made again since: each such offset moves to the new log's
+// start, with the new id, however far the new log has grown, and the
+// consumer re-reads (errRejoin). When they are not, this member's client
+// still reads a topic deleted since (a zombie, or a session begun before
+// the change): nothing moves, and the session ends, for the next one's
+// client to read the topic as it is now.
+func (r *Runner) madeAgain(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsRead, keys []tp, claimed map[tp]claimed) error {
+	if err := tx.Rollback(ctx); err != nil {
+		return fmt.Errorf("roll back: %w", err)
+	}
+	now := map[string]uuid.UUID{}
+	for _, k := range keys {
+		if _, ok := now[k.topic]; ok {
+			continue
+		}
+		id, err := logs.current(ctx, k.topic)
+		if err != nil {
+			return fmt.Errorf("the id of %s: %w", k.topic, err)
+		}
+		if now[k.topic] = id; id != logs.ids[k.topic] {
+			return fmt.Errorf("%w: this session reads %s as topic id %s, deleted since (now %s)", errRejoin, k.topic, logs.ids[k.topic], id)
+		}
+	}
+	for _, k := range keys {
+		start, _, err := logs.bounds(ctx, k.topic, k.partition)
+		if err != nil {
+			return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
+		}
+		r.Log.Error("a topic was deleted and made again: the offset stored for it is the old log's; applying the new one from its start",
+			"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", claimed[k].next,
+			"old_topic_id", claimed[k].topicID, "topic_id", now[k.topic], "log_start", start)
+		if err := r.moveStored(ctx, c, k, claimed[k], start, now[k.topic]); err != nil {
+			return err
+		}
+	}
+	return errRejoin
+}
+
+// moveStored moves the stored offset of k to to (and its topic id to id,
+// unless uuid.Nil), only if the row is still as claimed (was).
+func (r *Runner) moveStored(ctx context.Context, c Consumer, k tp, was claimed, to int64, id uuid.UUID) error {
 	if _, err := r.Pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, topic_id = coalesce($5, topic_id), updated_at = now()
 		WHERE consumer = $1 AND topic = $2 AND partition = $3 AND next_offset = $6 AND topic_id IS NOT DISTINCT FROM $7`,
 		c.Name, k.topic, k.partition, to, nullID(id), was.next, nullID(was.topicID)); err != nil {
 		return fmt.Errorf("move the stored offset of %s/%d: %w", k.topic, k.partition, err)
 	}
-	return errRejoin
+	return nil
 }
 
 // nullID is id as a parameter, NULL for uuid.Nil.
@@ -844,7 +874,16 @@ func nullID(id uuid.UUID) pgtype.UUID {
 // fetches carry none).
 type logsRead struct {
 	bounds logBoundsFunc
-	ids    map[string]uuid.UUID
+	// current asks the brokers for a topic's id now.
+	current func(ctx context.Context, topic string) (uuid.UUID, error)
+	ids     map[string]uuid.UUID
+}
+
+// other reports whether the offset claimed of a partition of topic was
+// stored for another topic id than this session reads (both known).
+func (l *logsRead) other(topic string, was claimed) bool {
+	id, known := l.ids[topic]
+	return known && was.topicID != uuid.Nil && was.topicID != id
 }
 
 // learn keeps the topic ids that fetches carry. A session's client never
@@ -883,6 +922,24 @@ func logBoundsOf(cl *kgo.Client) logBoundsFunc {
 			bounds[i] = o.Offset
 		}
 		return bounds[0], bounds[1], nil
+	}
+}
+
+// topicIDOf asks the brokers for a topic's id, by its name.
+func topicIDOf(cl *kgo.Client) func(ctx context.Context, topic string) (uuid.UUID, error) {
+	return func(ctx context.Context, topic string) (uuid.UUID, error) {
+		listed, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+		if err != nil {
+			return uuid.Nil, err
+		}
+		td, ok := listed[topic]
+		if !ok {
+			return uuid.Nil, fmt.Errorf("%s not listed", topic)
+		}
+		if td.Err != nil {
+			return uuid.Nil, td.Err
+		}
+		return uuid.UUID(td.ID), nil
 	}
 }
 

@@ -278,26 +278,34 @@ func TestAlreadyAppliedRecordsAreDropped(t *testing.T) {
 func bounded(start, end int64) *logsRead {
 	return &logsRead{
 		bounds: func(context.Context, string, int32) (int64, int64, error) { return start, end, nil },
-		ids:    map[string]uuid.UUID{},
+		current: func(context.Context, string) (uuid.UUID, error) {
+			return uuid.Nil, errors.New("no topic id to ask for")
+		},
+		ids: map[string]uuid.UUID{},
 	}
 }
 
 // TestAStoredOffsetIsTheLogOfItsTopicID: the stored offsets keep the id
-// of the topic they were stored for, and a log is judged by it. Records
-// of a topic made again under the same name (another id) are the new
-// log's, even where it grew past the offset stored for the old one: the
-// stored offset goes to the new log's start. A log cut back under the
-// same id (an unclean leader election) still holds what was applied
-// before: the stored offset goes to its end, and nothing is applied twice.
+// of the topic they were stored for. Records of a topic made again under
+// the same name (another id) are the new log's, even where it grew past
+// the offset stored for the old one: the stored offset goes to the new
+// log's start, with the new id. A member whose client still reads the old
+// topic (a zombie) moves nothing, applying or dead-lettering. A log cut
+// back under the same id is read again from its start, where it was cut
+// not being known.
 func TestAStoredOffsetIsTheLogOfItsTopicID(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler)}
+	runner := &Runner{Pool: f.pool, Brokers: f.brokers, Log: slog.New(slog.DiscardHandler), Producer: f.prod}
 	c := Consumer{Name: "test.topic_ids", Handle: insertHandler}
 	first, second := uuid.New(), uuid.New()
-	logs := func(id uuid.UUID, start, end int64) *logsRead {
+	now := first // the topic's id as the brokers give it
+	// reading is what a session whose fetches carry id knows, of a log
+	// from start to end.
+	reading := func(id uuid.UUID, start, end int64) *logsRead {
 		l := bounded(start, end)
 		l.ids[topic] = id
+		l.current = func(context.Context, string) (uuid.UUID, error) { return now, nil }
 		return l
 	}
 	// recs are the records from to to of the log of topic id.
@@ -308,53 +316,55 @@ func TestAStoredOffsetIsTheLogOfItsTopicID(t *testing.T) {
 		}
 		return out
 	}
-	stored := func() (next int64, id uuid.UUID) {
+	stored := func(want int64, wantID uuid.UUID, what string) {
 		t.Helper()
-		var got pgtype.UUID
+		var next int64
+		var id pgtype.UUID
 		if err := f.pool.QueryRow(ctx, `SELECT next_offset, topic_id FROM consumer_offsets WHERE consumer = $1 AND topic = $2 AND partition = 0`,
-			c.Name, topic).Scan(&next, &got); err != nil {
+			c.Name, topic).Scan(&next, &id); err != nil {
 			t.Fatal(err)
 		}
-		return next, got.Bytes
+		if next != want || uuid.UUID(id.Bytes) != wantID {
+			t.Fatalf("%s: stored %d for topic %s, want %d for %s", what, next, uuid.UUID(id.Bytes), want, wantID)
+		}
 	}
-	if applied, err := runner.apply(ctx, c, logs(first, 0, 1<<40), recs(first, 0, 5)); err != nil || len(applied) != 5 {
+	if applied, err := runner.apply(ctx, c, reading(first, 0, 1<<40), recs(first, 0, 5)); err != nil || len(applied) != 5 {
 		t.Fatalf("the first batch: %v, applied %d", err, len(applied))
 	}
-	if next, id := stored(); next != 5 || id != first {
-		t.Fatalf("stored %d for topic %s, want 5 for %s", next, id, first)
-	}
+	stored(5, first, "the first batch")
 
-	// The topic made again, its new log grown past 5 and fetched from there.
-	if applied, err := runner.apply(ctx, c, logs(second, 0, 8), recs(second, 5, 8)); !errors.Is(err, errRejoin) || len(applied) != 0 {
+	// The topic made again; its new log grew past 5 and is fetched from there.
+	now = second
+	if applied, err := runner.apply(ctx, c, reading(second, 0, 8), recs(second, 5, 8)); !errors.Is(err, errRejoin) || len(applied) != 0 {
 		t.Fatalf("records of a topic made again: %v, applied %d; want errRejoin and none", err, len(applied))
 	}
-	if next, id := stored(); next != 0 || id != second {
-		t.Fatalf("stored %d for topic %s, want the new log's start, 0, for %s", next, id, second)
-	}
-	if applied, err := runner.apply(ctx, c, logs(second, 0, 8), recs(second, 0, 8)); err != nil || len(applied) != 8 {
+	stored(0, second, "records of the topic made again")
+	if applied, err := runner.apply(ctx, c, reading(second, 0, 8), recs(second, 0, 8)); err != nil || len(applied) != 8 {
 		t.Fatalf("the new log read from its start: %v, applied %d, want all 8", err, len(applied))
 	}
 
-	// The same topic cut back to 6 records; the consumer's fetch past its
-	// end was reset to its start.
-	if applied, err := runner.apply(ctx, c, logs(second, 0, 6), recs(second, 0, 6)); !errors.Is(err, errRejoin) || len(applied) != 0 {
-		t.Fatalf("records of a log cut back: %v, applied %d; want errRejoin and none", err, len(applied))
+	// A zombie still reading the old topic moves nothing.
+	old := recs(first, 8, 10)
+	if applied, err := runner.apply(ctx, c, reading(first, 0, 1<<40), old); !errors.Is(err, errRejoin) || len(applied) != 0 {
+		t.Fatalf("a zombie's records of the old topic: %v, applied %d; want errRejoin and none", err, len(applied))
 	}
-	if next, id := stored(); next != 6 || id != second {
-		t.Fatalf("stored %d for topic %s, want the cut log's end, 6, for %s", next, id, second)
+	if done, err := runner.deadLetter(ctx, c, reading(first, 0, 1<<40), old[0], errors.New("poison")); !errors.Is(err, errRejoin) || done {
+		t.Fatalf("a zombie's dead letter of the old topic: %v, dead-lettered %v; want errRejoin and none", err, done)
 	}
-	// What the log takes next, at the offsets it took before the cut, is new.
-	after := []*kgo.Record{{Topic: topic, Partition: 0, Offset: 6, Value: []byte("written after the cut")}}
-	if applied, err := runner.apply(ctx, c, logs(second, 0, 7), after); err != nil || len(applied) != 1 {
-		t.Fatalf("a record written after the cut: %v, applied %d", err, len(applied))
-	}
+	stored(8, second, "a zombie's batch and dead letter")
 	var records, applies int
 	if err := f.pool.QueryRow(ctx, `SELECT count(*), sum(n) FROM applied`).Scan(&records, &applies); err != nil {
 		t.Fatal(err)
 	}
-	if records != 5+8+1 || applies != records {
-		t.Fatalf("%d records applied %d times, want each of the %d records of the two logs once", records, applies, 5+8+1)
+	if records != 5+8 || applies != records {
+		t.Fatalf("%d records applied %d times, want each of the %d records of the two logs once", records, applies, 5+8)
 	}
+
+	// The same topic cut back to 6 records.
+	if applied, err := runner.apply(ctx, c, reading(second, 0, 6), recs(second, 0, 6)); !errors.Is(err, errRejoin) || len(applied) != 0 {
+		t.Fatalf("records of a log cut back: %v, applied %d; want errRejoin and none", err, len(applied))
+	}
+	stored(0, second, "a log cut back")
 }
 
 // TestConcurrentAppliesOfOneBatchApplyOnce runs the same never-seen batch

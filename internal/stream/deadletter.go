@@ -141,6 +141,9 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logs *logsRead, rec
 	if err != nil {
 		return false, err
 	}
+	if logs.other(k.topic, offsets[k]) {
+		return false, errRejoin // stored for another topic id: apply's to sort out
+	}
 	switch stored := offsets[k].next; {
 	case stored > rec.Offset:
 		return false, nil // applied or dead-lettered already

@@ -51,13 +51,13 @@
 //     stored offsets. When it moves forwards (a read model's rebuild swapped
 //     in, projections.Rebuild), the records below it are dropped as applied,
 //     unless the log now ends before it.
+//     Then (an unclean leader election) the stored offset goes to the log's
+//     start, and the consumer reads the partition again from there.
 //   - A stored offset keeps the id of the topic it was stored for, as the
 //     fetches carry it. Records of a topic deleted and made again (another
 //     id) move the stored offset to the new log's start, however far that
-//     log has grown. A log cut back under the same id (an unclean leader
-//     election) that ends before the stored offset moves it to the log's
-//     end: what is left was applied. Where the id is not known (an offset
-//     stored before it was kept), such a log is read again from its start.
+//     log has grown; a member whose client still reads the old topic moves
+//     nothing and starts a new session.
 //   - A batch is what one poll returns, up to MaxBatch records, gathered
 //     for a moment while the stage is busy: when a poll returns fewer than
 //     BriefLingerBatch records and the stage took one record per
