@@ -156,8 +156,7 @@ func (l *lanes) slowBusy(now time.Time) int {
 }
 
 // admit reports whether the worker, holding room pushes at most, may hold
-// one more of store id, and counts it held if so. One admitted ends with
-// done (its call made), forget (given up before its call) or shed.
+// one more of store id, and counts it held if so, until unhold.
 func (l *lanes) admit(id uuid.UUID, room int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -179,8 +178,10 @@ func (l *lanes) over(id uuid.UUID, room int) bool {
 	return st != nil && st.held >= l.bound(st, room, l.now())
 }
 
-// forget ends a push of store id admitted and given up before its call.
-func (l *lanes) forget(id uuid.UUID) {
+// unhold ends a push of store id admitted: its call made, given up before
+// it, shed or taken back from the queue (the worker frees its place in the
+// room right after), or its claim failed.
+func (l *lanes) unhold(id uuid.UUID) {
 	l.mu.Lock()
 	l.store(id).held--
 	l.mu.Unlock()
@@ -233,7 +234,6 @@ func (l *lanes) done(c call, took time.Duration) {
 	if st.busy--; st.busy == 0 {
 		delete(l.active, c.push.StoreID)
 	}
-	st.held--
 	st.moved, st.seen = now, now
 	if took > 0 {
 		st.times.add(took)
@@ -250,19 +250,27 @@ func (l *lanes) done(c call, took time.Duration) {
 
 // shed takes out of the queue, newest first, the calls of each store that
 // holds more than it may of room, and forgets stores that hold nothing and
-// were not seen for storeMemory. The caller lets go of the calls shed.
+// were not seen for storeMemory. The caller lets go of the calls shed
+// (unhold).
 func (l *lanes) shed(room int) []call {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	var out []call
+	over := map[uuid.UUID]int{} // what each store queued holds beyond its bound, less what was shed
 	for i := len(l.queue) - 1; i >= 0; i-- {
 		c := l.queue[i]
-		if st := l.store(c.push.StoreID); st.held > l.bound(st, room, now) {
-			l.queue = slices.Delete(l.queue, i, i+1)
-			st.held--
-			out = append(out, c)
+		n, seen := over[c.push.StoreID]
+		if !seen {
+			st := l.store(c.push.StoreID)
+			n = st.held - l.bound(st, room, now)
 		}
+		if n > 0 {
+			l.queue = slices.Delete(l.queue, i, i+1)
+			out = append(out, c)
+			n--
+		}
+		over[c.push.StoreID] = n
 	}
 	for id, st := range l.stores {
 		if st.held <= 0 && st.busy == 0 && now.Sub(st.seen) > storeMemory {
@@ -280,16 +288,13 @@ func (l *lanes) close() {
 	l.changed.Broadcast()
 }
 
-// takeQueued takes the calls still queued out (held no more) and returns
-// them, for the caller to let go: a stopping worker starts none of them.
+// takeQueued takes the calls still queued out and returns them, for the
+// caller to let go (unhold): a stopping worker starts none of them.
 func (l *lanes) takeQueued() []call {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	queued := l.queue
 	l.queue = nil
-	for _, c := range queued {
-		l.store(c.push.StoreID).held--
-	}
 	return queued
 }
 

@@ -48,6 +48,7 @@ func timeCalls(t *testing.T, l *lanes, now *time.Time, store uuid.UUID, took ...
 		c, _ := l.next()
 		*now = now.Add(d)
 		l.done(c, d)
+		l.unhold(store) // the worker frees its place
 	}
 }
 
@@ -70,6 +71,7 @@ func callers(l *lanes, n int, hang map[uuid.UUID]bool, release <-chan struct{}) 
 					<-release
 				}
 				l.done(c, 0)
+				l.unhold(c.push.StoreID)
 			}
 		}()
 	}
@@ -237,6 +239,7 @@ func TestAStoreWhoseCallsTurnSlowGivesBackWhatItCannotStartInTime(t *testing.T) 
 		if want := queued[len(queued)-1-i].job.ID; c.job.ID != want {
 			t.Fatalf("call %d given back is not the slow store's %d-th newest", i, i)
 		}
+		l.unhold(c.push.StoreID) // the worker lets it go
 	}
 	if held := l.stores[slow].held; held != 12 {
 		t.Fatalf("the slow store holds %d pushes, want the 12 under way", held)
@@ -395,8 +398,12 @@ func TestAStoppingWorkerTakesBackTheQueuedCalls(t *testing.T) {
 		}
 		l.put(call{job: jobs.Job{ID: uuid.New()}, push: order.PushJob{StoreID: store}})
 	}
-	if got := l.takeQueued(); len(got) != 2 {
+	got := l.takeQueued()
+	if len(got) != 2 {
 		t.Fatalf("%d calls taken back, want the 2 queued", len(got))
+	}
+	for _, c := range got {
+		l.unhold(c.push.StoreID) // the worker lets it go
 	}
 	l.close()
 	if held := l.stores[store].held; held != 0 {

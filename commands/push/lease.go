@@ -28,6 +28,9 @@ const (
 	// outcome is on the log, waiting for the decider to decide it: a
 	// takeover before then would call the platform again.
 	outcomeWait = 2 * time.Minute
+	// giveBackWait bounds the statement that gives back the pushes of a
+	// stopping worker not started (leases.giveBack).
+	giveBackWait = 5 * time.Second
 )
 
 // leases keeps the pushes a worker works leased for as long as it works
@@ -88,6 +91,32 @@ func (ls *leases) end(l *leased) {
 	ls.mu.Lock()
 	ls.drop(l)
 	ls.mu.Unlock()
+}
+
+// giveBack stops keeping held, pushes this worker leaves without having
+// started their calls (it stops), and gives their jobs back to the queue,
+// due at once (jobs.Return): the other workers take them now, not when
+// their leases end. A lease this worker no longer keeps (lost, expired) is
+// not given back; one another worker has taken since is left by the fence.
+// A return that fails leaves the jobs to their leases' end.
+func (ls *leases) giveBack(ctx context.Context, held []*leased) {
+	var back []jobs.Job
+	ls.mu.Lock()
+	for _, l := range held {
+		if ls.held[l.job.ID] == l {
+			back = append(back, l.job) // its due time as last set: the fence
+		}
+		ls.drop(l)
+	}
+	ls.mu.Unlock()
+	if len(back) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackWait)
+	defer cancel()
+	if _, err := jobs.Return(rctx, ls.db, order.PushQueue, back); err != nil {
+		ls.log.Warn("giving back pushes not started failed; they are worked again when their leases end", "pushes", len(back), "err", err)
+	}
 }
 
 // drop stops keeping l and ends its push's context; ls.mu is held.

@@ -133,7 +133,11 @@ func (w *Worker) Run(ctx context.Context) {
 	// and calls.
 	room := make(chan struct{}, claimSize+4*w.Calls)
 	freed := make(chan struct{}, 1) // a push is done: room to claim again
-	release := func() {
+	// release frees a push's place: in the lanes' count of its store and in
+	// the room, in that order, so a claim never finds the room with a
+	// place the lanes still count as held.
+	release := func(store uuid.UUID) {
+		calls.unhold(store)
 		<-room
 		select {
 		case freed <- struct{}{}:
@@ -150,16 +154,21 @@ func (w *Worker) Run(ctx context.Context) {
 				if !ok {
 					return
 				}
-				calls.done(c, w.call(ctx, c, release))
+				calls.done(c, w.call(ctx, c, func() { release(c.push.StoreID) }))
 			}
 		}()
 	}
 	var starts sync.WaitGroup // before the calls close: a start may still hand its call over
 	defer func() {
 		starts.Wait()
-		for _, c := range calls.takeQueued() { // not started: the next lease's
-			w.leases.end(c.lease)
-			release()
+		queued := calls.takeQueued() // not started: given back, for the other workers
+		held := make([]*leased, len(queued))
+		for i, c := range queued {
+			held[i] = c.lease
+		}
+		w.leases.giveBack(ctx, held)
+		for _, c := range queued {
+			release(c.push.StoreID)
 		}
 		calls.close()
 		wg.Wait()
@@ -172,7 +181,7 @@ func (w *Worker) Run(ctx context.Context) {
 	shed := func() {
 		for _, c := range calls.shed(cap(room)) {
 			w.leases.end(c.lease)
-			release()
+			release(c.push.StoreID)
 		}
 	}
 	shedding := time.NewTicker(shedEvery)
@@ -210,13 +219,16 @@ func (w *Worker) Run(ctx context.Context) {
 				starts.Add(1)
 				go func() {
 					defer starts.Done()
-					if w.decided(ctx, bus, st) {
+					switch {
+					case w.decided(ctx, bus, st):
 						calls.put(st.call)
-					} else {
+						return
+					case ctx.Err() != nil: // stopping: the call is another worker's at once
+						w.leases.giveBack(ctx, []*leased{st.lease})
+					default:
 						w.leases.end(st.lease)
-						calls.forget(st.push.StoreID)
-						release()
 					}
+					release(st.push.StoreID)
 				}()
 			}
 			for _, c := range got.now {
@@ -254,7 +266,7 @@ func (w *Worker) claim(ctx, drain context.Context, calls *lanes, n, free, room i
 	defer func() {
 		if err != nil {
 			for _, c := range work {
-				calls.forget(c.push.StoreID)
+				calls.unhold(c.push.StoreID)
 			}
 			for _, st := range got.waiting {
 				st.stop()
@@ -344,7 +356,13 @@ func (w *Worker) claim(ctx, drain context.Context, calls *lanes, n, free, room i
 			got.waiting[i].at.Partition, got.waiting[i].at.Offset = rec.Partition, rec.Offset
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// Committed even when the worker stops meanwhile: a commit cut off by
+	// ctx may have been made all the same, leasing jobs the worker then
+	// forgets, unworked until their leases end.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), produceWait)
+	err = tx.Commit(cctx)
+	cancel()
+	if err != nil {
 		return got, err
 	}
 	for i := range got.now {
@@ -414,14 +432,15 @@ func (w *Worker) call(ctx context.Context, c call, done func()) (took time.Durat
 	held := c.lease.ctx
 	end := func() { w.leases.end(c.lease); done() }
 	switch {
-	case held.Err() != nil:
-		if ctx.Err() == nil {
-			w.Log.Warn("a push's lease was lost before its call; left to the job's next lease", "order", j.ID)
-		}
-		end()
-		return
 	case ctx.Err() != nil:
-		end() // stopping: a call not started is the job's next lease's
+		// Stopping: a call not started is given back, for another worker
+		// at once.
+		w.leases.giveBack(ctx, []*leased{c.lease})
+		done()
+		return
+	case held.Err() != nil:
+		w.Log.Warn("a push's lease was lost before its call; left to the job's next lease", "order", j.ID)
+		end()
 		return
 	}
 	cmd := order.Command{OrderID: j.ID, Attempt: j.Attempt}

@@ -180,6 +180,40 @@ func Claim(ctx context.Context, tx pgx.Tx, queue string, n int, lease time.Durat
 	return leased, nil
 }
 
+// returnLeased makes the jobs ($2) of queue $1 still under the lease a
+// claim or renewal set ($3) due at once, and announces the queue when it
+// made any.
+const returnLeased = `WITH back AS (
+		UPDATE jobs j SET due_at = now() FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease)
+		WHERE j.queue = $1 AND j.id = ANY($2) AND j.id = l.id AND j.due_at = l.lease RETURNING j.id),
+	told AS (SELECT pg_notify($4, $1) FROM (SELECT 1 FROM back LIMIT 1) AS first)
+	SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM told)`
+
+// Return gives the leased jobs (with the due time their lease set, as
+// Claim or Renew returned them) back to queue, due at once, and announces
+// the queue: a worker that stops with jobs it has not started lets the
+// others take them now, rather than when their leases would end. A job
+// another worker has leased since, or that was ended or moved on, is left
+// as it is. It returns how many it gave back.
+func Return(ctx context.Context, db pg.Querier, queue string, leased []Job) (int, error) {
+	if len(leased) == 0 {
+		return 0, nil
+	}
+	ids, leases := make([]uuid.UUID, len(leased)), make([]time.Time, len(leased))
+	for i, j := range leased {
+		ids[i], leases[i] = j.ID, j.DueAt
+	}
+	var back, told int
+	rows, err := db.Query(ctx, returnLeased, queue, ids, leases, Notify)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&back, &told}, func() error { return nil })
+	}
+	if err != nil {
+		return 0, fmt.Errorf("return %s jobs: %w", queue, err)
+	}
+	return back, nil
+}
+
 // underLease finds the jobs ($2) of queue $1 whose due time is still the
 // one their lease set ($3). The id list is given twice so the primary key
 // serves it whatever the join order.

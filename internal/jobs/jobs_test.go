@@ -401,3 +401,48 @@ func TestALeaseIsRenewedOnlyWhileItsHolderStillHasIt(t *testing.T) {
 		t.Fatalf("once unlocked: renewed %v, lost %v (%v); want it renewed", ids(renewed), lost, err)
 	}
 }
+
+// TestALeaseIsGivenBackOnlyByItsHolder: Return makes the jobs still under
+// the lease it names due at once and announces the queue; a job another
+// worker has leased since, or that was ended, is left as it is.
+func TestALeaseIsGivenBackOnlyByItsHolder(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	back, ended, taken := uuid.New(), uuid.New(), uuid.New()
+	w := NewWrites("q")
+	for _, id := range []uuid.UUID{back, ended, taken} {
+		w.Put(Job{ID: id, Step: "s", Attempt: 1, DueAt: time.Now()})
+	}
+	write(t, pool, w)
+	leased := claim(t, pool, 10, time.Hour)
+	if len(leased) != 3 {
+		t.Fatalf("leased %d jobs, want 3", len(leased))
+	}
+	w = NewWrites("q")
+	w.Delete(ended)
+	write(t, pool, w)
+	if _, err := pool.Exec(ctx, `UPDATE jobs SET due_at = now() + interval '5 minutes' WHERE queue = 'q' AND id = $1`, taken); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `LISTEN `+Notify); err != nil {
+		t.Fatal(err)
+	}
+
+	n, err := Return(ctx, pool, "q", leased)
+	if err != nil || n != 1 {
+		t.Fatalf("gave back %d jobs (%v), want 1", n, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if note, err := conn.Conn().WaitForNotification(wctx); err != nil || note.Payload != "q" {
+		t.Fatalf("no announcement of the queue (%v)", err)
+	}
+	if got := ids(claim(t, pool, 10, time.Hour)); !slices.Equal(got, sorted(back)) {
+		t.Fatalf("a claim after the return leased %v, want only the job given back, %v", got, back)
+	}
+}
