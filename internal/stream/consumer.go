@@ -557,29 +557,29 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logs *logsRead, recs []*
 		part := byTP[k]
 		fetched[i] = part[len(part)-1].Offset + 1
 	}
-	claimed, err := claimOffsets(ctx, tx, c.Name, keys, fetched, logs.ids)
+	offsets, err := claimOffsets(ctx, tx, c.Name, keys, fetched, logs.ids)
 	if err != nil {
 		return nil, err
 	}
 	var other []tp // partitions whose offsets were stored for another topic id
 	for _, k := range keys {
-		if logs.other(k.topic, claimed[k]) {
+		if logs.other(k.topic, offsets[k]) {
 			other = append(other, k)
 		}
 	}
 	if len(other) > 0 {
-		return nil, r.madeAgain(ctx, tx, c, logs, other, claimed)
+		return nil, r.madeAgain(ctx, tx, c, logs, other, offsets)
 	}
 	stored := make(map[tp]int64, len(keys))
 	for _, k := range keys {
-		stored[k] = claimed[k].next
+		stored[k] = offsets[k].next
 		part := byTP[k]
 		i := 0
 		for i < len(part) && part[i].Offset < stored[k] {
 			i++
 		}
 		if i > 0 {
-			if err := r.pastEnd(ctx, tx, c, logs, k, claimed[k]); err != nil {
+			if err := r.pastEnd(ctx, tx, c, logs, k, offsets[k]); err != nil {
 				return nil, err
 			}
 		}
@@ -736,7 +736,8 @@ type claimed struct {
 }
 
 // topicIDs are the ids of keys' topics, aligned with keys, NULL where not
-// known: a claim stores the ones known, and keeps a row's own otherwise.
+// known: a claim stores one in a row that has none, and leaves a row's own
+// (apply compares them: madeAgain).
 func topicIDs(keys []tp, ids map[string]uuid.UUID) []pgtype.UUID {
 	out := make([]pgtype.UUID, len(keys))
 	for i, k := range keys {
@@ -812,15 +813,14 @@ func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsR
 }
 
 // madeAgain handles the partitions of keys whose offsets were stored for
-// another topic id than this session reads (claimed holds what was
-// stored). When the session's ids are the topics' ids now, the topics were
+// another topic id than this session reads (was holds what was stored). When the session's ids are the topics' ids now, the topics were
 // deleted and made again since: each such offset moves to the new log's
 // start, with the new id, however far the new log has grown, and the
 // consumer re-reads (errRejoin). When they are not, this member's client
 // still reads a topic deleted since (a zombie, or a session begun before
 // the change): nothing moves, and the session ends, for the next one's
 // client to read the topic as it is now.
-func (r *Runner) madeAgain(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsRead, keys []tp, claimed map[tp]claimed) error {
+func (r *Runner) madeAgain(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsRead, keys []tp, was map[tp]claimed) error {
 	if err := tx.Rollback(ctx); err != nil {
 		return fmt.Errorf("roll back: %w", err)
 	}
@@ -843,9 +843,9 @@ func (r *Runner) madeAgain(ctx context.Context, tx pgx.Tx, c Consumer, logs *log
 			return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
 		}
 		r.Log.Error("a topic was deleted and made again: the offset stored for it is the old log's; applying the new one from its start",
-			"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", claimed[k].next,
-			"old_topic_id", claimed[k].topicID, "topic_id", now[k.topic], "log_start", start)
-		if err := r.moveStored(ctx, c, k, claimed[k], start, now[k.topic]); err != nil {
+			"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was[k].next,
+			"old_topic_id", was[k].topicID, "topic_id", now[k.topic], "log_start", start)
+		if err := r.moveStored(ctx, c, k, was[k], start, now[k.topic]); err != nil {
 			return err
 		}
 	}
