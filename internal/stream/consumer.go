@@ -185,7 +185,7 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 		kgo.OnPartitionsRevoked(revoked),
 		kgo.OnPartitionsLost(forget),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-			stored, err := loadOffsets(ctx, r.Pool, c.Name)
+			stored, err := loadStored(ctx, r.Pool, c.Name)
 			if err != nil {
 				return nil, err
 			}
@@ -193,9 +193,13 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 			defer mu.Unlock()
 			for t, ps := range assigned {
 				for p := range ps {
-					off := stored[tp{t, p}] // no row: start of the log
-					ps[p] = kgo.NewOffset().At(off).WithEpoch(-1)
-					next[tp{t, p}] = off
+					// No row: start of the log. With the leader epoch of
+					// the last record applied, the client first asks where
+					// that epoch ends on the log as it is now: a log cut
+					// back since is reported (ErrDataLoss, cutBack).
+					at := stored[tp{t, p}]
+					ps[p] = kgo.NewOffset().At(at.next).WithEpoch(at.epoch)
+					next[tp{t, p}] = at.next
 				}
 			}
 			return assigned, nil
@@ -247,6 +251,10 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 				cl.AllowRebalance()
 				return ctx.Err()
 			}
+		}
+		if len(logs.lost) > 0 {
+			cl.AllowRebalance()
+			return r.cutBack(ctx, c, logs)
 		}
 		flow.add(len(recs), time.Now())
 		if len(recs) == 0 {
@@ -553,11 +561,12 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logs *logsRead, recs []*
 		byTP[k] = append(byTP[k], rec)
 	}
 	fetched := make([]int64, len(keys))
+	epochs := make([]int32, len(keys))
 	for i, k := range keys {
-		part := byTP[k]
-		fetched[i] = part[len(part)-1].Offset + 1
+		last := byTP[k][len(byTP[k])-1]
+		fetched[i], epochs[i] = last.Offset+1, last.LeaderEpoch
 	}
-	offsets, err := claimOffsets(ctx, tx, c.Name, keys, fetched, logs.ids)
+	offsets, err := claimOffsets(ctx, tx, c.Name, keys, fetched, epochs, logs.ids)
 	if err != nil {
 		return nil, err
 	}
@@ -664,13 +673,13 @@ const (
 // commit and then reads the offset it stored. The move takes effect only
 // if the transaction commits, so a caller that finds the batch already
 // applied, or that must re-read, rolls back and nothing moved.
-func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64, ids map[string]uuid.UUID) (map[tp]claimed, error) {
+func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, next []int64, epochs []int32, ids map[string]uuid.UUID) (map[tp]claimed, error) {
 	stored := make(map[tp]claimed, len(keys))
 	// The locking read is materialized: read once, before any row moves.
 	// Planned as a subquery it could be scanned again after the update
 	// moved a row, and a row this statement already updated is not locked
 	// (nor returned) a second time.
-	claim := func(keys []tp, next []int64) error {
+	claim := func(keys []tp, next []int64, epochs []int32) error {
 		topics, parts := keyColumns(keys)
 		b := &pgx.Batch{}
 		// Planned once per connection: planning this statement each time
@@ -680,12 +689,13 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 		// the statement, for the handler's.
 		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
 		b.Queue(`WITH l AS MATERIALIZED (
-				SELECT s.topic, s.partition, s.next_offset, s.topic_id, k.next, k.id FROM consumer_offsets s
-				JOIN unnest($2::text[], $3::int[], $4::bigint[], $5::uuid[]) AS k(topic, partition, next, id) ON s.topic = k.topic AND s.partition = k.partition
+				SELECT s.topic, s.partition, s.next_offset, s.topic_id, s.leader_epoch, k.next, k.id, nullif(k.epoch, -1) AS epoch FROM consumer_offsets s
+				JOIN unnest($2::text[], $3::int[], $4::bigint[], $5::uuid[], $6::int[]) AS k(topic, partition, next, id, epoch) ON s.topic = k.topic AND s.partition = k.partition
 				WHERE s.consumer = $1 ORDER BY s.topic, s.partition FOR UPDATE OF s)
-			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), topic_id = coalesce(l.topic_id, l.id), updated_at = now()
+			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), topic_id = coalesce(l.topic_id, l.id),
+				leader_epoch = CASE WHEN l.next > l.next_offset THEN l.epoch ELSE l.leader_epoch END, updated_at = now()
 			FROM l WHERE o.consumer = $1 AND o.topic = l.topic AND o.partition = l.partition
-			RETURNING l.topic, l.partition, l.next_offset, l.topic_id`, consumer, topics, parts, next, topicIDs(keys, ids)).Query(func(rows pgx.Rows) error {
+			RETURNING l.topic, l.partition, l.next_offset, l.topic_id`, consumer, topics, parts, next, topicIDs(keys, ids), epochs).Query(func(rows pgx.Rows) error {
 			var k tp
 			var c claimed
 			var id pgtype.UUID
@@ -703,22 +713,23 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 		b.Queue(`RESET plan_cache_mode`)
 		return tx.SendBatch(ctx, b).Close()
 	}
-	err := claim(keys, next)
+	err := claim(keys, next, epochs)
 	if err == nil && len(stored) < len(keys) {
 		// First sight of some partitions: create their rows, then claim
 		// those (the others are claimed already).
 		var missing []tp
 		var missingNext []int64
+		var missingEpochs []int32
 		for i, k := range keys {
 			if _, ok := stored[k]; !ok {
-				missing, missingNext = append(missing, k), append(missingNext, next[i])
+				missing, missingNext, missingEpochs = append(missing, k), append(missingNext, next[i]), append(missingEpochs, epochs[i])
 			}
 		}
 		topics, parts := keyColumns(missing)
 		if _, err = tx.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
 			SELECT $1, topic, partition, 0 FROM unnest($2::text[], $3::int[]) AS k(topic, partition)
 			ORDER BY topic, partition ON CONFLICT DO NOTHING`, consumer, topics, parts); err == nil {
-			err = claim(missing, missingNext)
+			err = claim(missing, missingNext, missingEpochs)
 		}
 	}
 	if err != nil {
@@ -789,10 +800,11 @@ func (r *Runner) behind(ctx context.Context, c Consumer, logs *logsRead, k tp, s
 // moved to the log's start instead (only if it is still the one read, in a
 // statement of its own once tx is rolled back) and the consumer re-reads
 // (errRejoin). The records still there are applied again, which consumers
-// take once by id: where the log was cut is not known (the offsets keep no
-// leader epoch), and records written since may be below the stored offset.
-// A topic made again under the same name is found by its id first
-// (madeAgain).
+// take once by id: where the log was cut is not known here, and records
+// written since may be below the stored offset. A stored leader epoch lets
+// the client find the cut first (cutBack), and a topic made again under
+// the same name is found by its id (madeAgain); this is for offsets stored
+// with neither.
 func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsRead, k tp, was claimed) error {
 	start, end, err := logs.bounds(ctx, k.topic, k.partition)
 	if err != nil {
@@ -806,7 +818,7 @@ func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsR
 	if err := tx.Rollback(ctx); err != nil {
 		return fmt.Errorf("roll back: %w", err)
 	}
-	if err := r.moveStored(ctx, c, k, was, start, uuid.Nil); err != nil {
+	if err := r.moveStored(ctx, c, k, was, start, -1, uuid.Nil); err != nil {
 		return err
 	}
 	return errRejoin
@@ -838,26 +850,85 @@ func (r *Runner) madeAgain(ctx context.Context, tx pgx.Tx, c Consumer, logs *log
 		}
 	}
 	for _, k := range keys {
-		start, _, err := logs.bounds(ctx, k.topic, k.partition)
-		if err != nil {
-			return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
-		}
-		r.Log.Error("a topic was deleted and made again: the offset stored for it is the old log's; applying the new one from its start",
-			"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was[k].next,
-			"old_topic_id", was[k].topicID, "topic_id", now[k.topic], "log_start", start)
-		if err := r.moveStored(ctx, c, k, was[k], start, now[k.topic]); err != nil {
+		if err := r.toNewLog(ctx, c, logs, k, was[k], now[k.topic]); err != nil {
 			return err
 		}
 	}
 	return errRejoin
 }
 
-// moveStored moves the stored offset of k to to (and its topic id to id,
-// unless uuid.Nil), only if the row is still as claimed (was).
-func (r *Runner) moveStored(ctx context.Context, c Consumer, k tp, was claimed, to int64, id uuid.UUID) error {
-	if _, err := r.Pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, topic_id = coalesce($5, topic_id), updated_at = now()
-		WHERE consumer = $1 AND topic = $2 AND partition = $3 AND next_offset = $6 AND topic_id IS NOT DISTINCT FROM $7`,
-		c.Name, k.topic, k.partition, to, nullID(id), was.next, nullID(was.topicID)); err != nil {
+// toNewLog moves the stored offset of k, stored for another topic than id
+// (was), to the start of the log of topic id.
+func (r *Runner) toNewLog(ctx context.Context, c Consumer, logs *logsRead, k tp, was claimed, id uuid.UUID) error {
+	start, _, err := logs.bounds(ctx, k.topic, k.partition)
+	if err != nil {
+		return fmt.Errorf("log start of %s/%d: %w", k.topic, k.partition, err)
+	}
+	r.Log.Error("a topic was deleted and made again: the offset stored for it is the old log's; applying the new one from its start",
+		"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was.next,
+		"old_topic_id", was.topicID, "topic_id", id, "log_start", start)
+	return r.moveStored(ctx, c, k, was, start, -1, id)
+}
+
+// cutBack handles the partitions the client found cut back below what it
+// had consumed (kgo.ErrDataLoss). Under the topic id the offset was
+// stored for, an unclean leader election made a replica that lagged its
+// leader the new leader: the records the old leader had past the point
+// where the logs part were lost, and whatever the log holds from there on
+// was written since. The stored offset moves to that point, where the
+// client resumed: found by the leader epoch of the last record applied,
+// or, with no epoch to ask about, the log's start (the records read again
+// are taken once by id). Under another id the topic was made again, and
+// the offset moves to the new log's start. Either way the consumer then
+// re-reads from the stored offsets (errRejoin), dropping what it fetched.
+func (r *Runner) cutBack(ctx context.Context, c Consumer, logs *logsRead) error {
+	lost := logs.lost
+	logs.lost = nil
+	for _, e := range lost {
+		k := tp{e.Topic, e.Partition}
+		var was claimed
+		var id pgtype.UUID
+		err := r.Pool.QueryRow(ctx, `SELECT next_offset, topic_id FROM consumer_offsets WHERE consumer = $1 AND topic = $2 AND partition = $3`,
+			c.Name, k.topic, k.partition).Scan(&was.next, &id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue // nothing stored: nothing applied to lose
+		case err != nil:
+			return fmt.Errorf("read the stored offset of %s/%d: %w", k.topic, k.partition, err)
+		}
+		was.topicID = id.Bytes
+		if was.topicID != uuid.Nil {
+			now, err := logs.current(ctx, k.topic)
+			if err != nil {
+				return fmt.Errorf("the id of %s: %w", k.topic, err)
+			}
+			if now != was.topicID {
+				if err := r.toNewLog(ctx, c, logs, k, was, now); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if was.next <= e.ResetTo {
+			continue // the cut is past what was applied
+		}
+		r.Log.Error("a log was cut back below the offset stored for it (an unclean leader election): the records past the cut are lost; reading on from the cut",
+			"consumer", c.Name, "topic", k.topic, "partition", k.partition, "stored", was.next,
+			"consumed_to", e.ConsumedTo, "cut_at", e.ResetTo, "epoch", e.ResetToEpoch)
+		if err := r.moveStored(ctx, c, k, was, e.ResetTo, e.ResetToEpoch, uuid.Nil); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: logs cut back", errRejoin)
+}
+
+// moveStored moves the stored offset of k to to, with the leader epoch of
+// the record before it (-1: not known), and its topic id to id (unless
+// uuid.Nil), only if the row is still as claimed (was).
+func (r *Runner) moveStored(ctx context.Context, c Consumer, k tp, was claimed, to int64, epoch int32, id uuid.UUID) error {
+	if _, err := r.Pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, leader_epoch = nullif($5, -1), topic_id = coalesce($6, topic_id), updated_at = now()
+		WHERE consumer = $1 AND topic = $2 AND partition = $3 AND next_offset = $7 AND topic_id IS NOT DISTINCT FROM $8`,
+		c.Name, k.topic, k.partition, to, epoch, nullID(id), was.next, nullID(was.topicID)); err != nil {
 		return fmt.Errorf("move the stored offset of %s/%d: %w", k.topic, k.partition, err)
 	}
 	return nil
@@ -877,6 +948,9 @@ type logsRead struct {
 	// current asks the brokers for a topic's id now.
 	current func(ctx context.Context, topic string) (uuid.UUID, error)
 	ids     map[string]uuid.UUID
+	// lost are the partitions the client found cut back since the session
+	// last handled them (cutBack).
+	lost []*kgo.ErrDataLoss
 }
 
 // other reports whether the offset claimed of a partition of topic was
@@ -886,7 +960,8 @@ func (l *logsRead) other(topic string, was claimed) bool {
 	return known && was.topicID != uuid.Nil && was.topicID != id
 }
 
-// learn keeps the topic ids that fetches carry. A session's client never
+// learn keeps the topic ids that fetches carry, and the partitions they
+// report cut back (each is reported once). A session's client never
 // adopts a topic's new id (a fetch of a topic made again fails, and ends
 // the session), so within a session an id does not change.
 func (l *logsRead) learn(fetches kgo.Fetches) {
@@ -894,6 +969,11 @@ func (l *logsRead) learn(fetches kgo.Fetches) {
 		for _, t := range f.Topics {
 			if t.TopicID != uuid.Nil {
 				l.ids[t.Topic] = t.TopicID
+			}
+			for _, p := range t.Partitions {
+				if lost, ok := errors.AsType[*kgo.ErrDataLoss](p.Err); ok {
+					l.lost = append(l.lost, lost)
+				}
 			}
 		}
 	}
@@ -943,16 +1023,24 @@ func topicIDOf(cl *kgo.Client) func(ctx context.Context, topic string) (uuid.UUI
 	}
 }
 
-func loadOffsets(ctx context.Context, pool *pgxpool.Pool, consumer string) (map[tp]int64, error) {
-	rows, err := pool.Query(ctx, `SELECT topic, partition, next_offset FROM consumer_offsets WHERE consumer = $1`, consumer)
+// storedAt is where a stored offset puts a consumer: the offset, and the
+// leader epoch of the record before it (-1: not known).
+type storedAt struct {
+	next  int64
+	epoch int32
+}
+
+// loadStored reads the offsets stored for consumer, with their epochs.
+func loadStored(ctx context.Context, pool *pgxpool.Pool, consumer string) (map[tp]storedAt, error) {
+	rows, err := pool.Query(ctx, `SELECT topic, partition, next_offset, coalesce(leader_epoch, -1) FROM consumer_offsets WHERE consumer = $1`, consumer)
 	if err != nil {
 		return nil, fmt.Errorf("load offsets of %s: %w", consumer, err)
 	}
-	out := map[tp]int64{}
+	out := map[tp]storedAt{}
 	var k tp
-	var off int64
-	_, err = pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &off}, func() error {
-		out[k] = off
+	var at storedAt
+	_, err = pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &at.next, &at.epoch}, func() error {
+		out[k] = at
 		return nil
 	})
 	if err != nil {
@@ -967,12 +1055,12 @@ func storedBehind(ctx context.Context, pool *pgxpool.Pool, consumer string, appl
 	if len(applied) == 0 {
 		return false, nil
 	}
-	stored, err := loadOffsets(ctx, pool, consumer)
+	stored, err := loadStored(ctx, pool, consumer)
 	if err != nil {
 		return false, err
 	}
 	for k, off := range applied {
-		if stored[k] < off { // a missing row counts as 0
+		if stored[k].next < off { // a missing row counts as 0
 			return true, nil
 		}
 	}

@@ -721,6 +721,56 @@ func TestATopicMadeAgainIsAppliedFromItsStart(t *testing.T) {
 	}
 }
 
+// TestALogCutBackIsReadOnFromTheCut: the stored offsets keep the leader
+// epoch of the last record applied, and a consumer starting there asks
+// the leader where that epoch ends. A log cut back since (an unclean
+// leader election; here the broker's answer says every partition was cut
+// to 3) holds new records from the cut on, however far it has grown: the
+// stored offsets move to the cut and those records are applied.
+func TestALogCutBackIsReadOnFromTheCut(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	c := Consumer{Name: "test.cut", Topics: []string{topic}, Handle: insertHandler}
+	r := f.start(c)
+	f.produce(t, 0, 60)
+	f.waitCount(t, 60)
+	r.stop()
+	// What the cut makes new: every record from offset 3 of each partition.
+	var again, unknown int
+	if err := f.pool.QueryRow(ctx, `SELECT coalesce(sum(greatest(next_offset - 3, 0)), 0), count(*) FILTER (WHERE leader_epoch IS NULL)
+		FROM consumer_offsets WHERE consumer = $1`, c.Name).Scan(&again, &unknown); err != nil {
+		t.Fatal(err)
+	}
+	if again == 0 || unknown > 0 {
+		t.Fatalf("%d records past offset 3, %d stored offsets with no leader epoch; want some, and none", again, unknown)
+	}
+
+	var cutting atomic.Bool
+	cutting.Store(true)
+	cut := testenv.CutBack(f.cluster, func(string, int32) int64 {
+		if cutting.Load() {
+			return 3
+		}
+		return -1
+	})
+	r = f.start(c)
+	defer r.stop()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var n int
+		if err := f.pool.QueryRow(ctx, `SELECT coalesce(sum(n - 1), 0) FROM applied`).Scan(&n); err != nil {
+			return err
+		}
+		if n != again {
+			return fmt.Errorf("%d records applied again from the cut, want %d", n, again)
+		}
+		return nil
+	})
+	cutting.Store(false)
+	if cut.Load() == 0 {
+		t.Fatal("the consumer never asked where its epoch ends")
+	}
+}
+
 // TestAConsumerWhoseFetchesFailMakesNoProgress: a poll that comes back
 // without records because its fetches failed is not an idle consumer's.
 // The progress the stall alert reads stays where it was while they fail

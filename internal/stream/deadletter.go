@@ -137,7 +137,7 @@ func (r *Runner) deadLetter(ctx context.Context, c Consumer, logs *logsRead, rec
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	k := tp{rec.Topic, rec.Partition}
-	offsets, err := claimOffsets(ctx, tx, c.Name, []tp{k}, []int64{rec.Offset + 1}, logs.ids)
+	offsets, err := claimOffsets(ctx, tx, c.Name, []tp{k}, []int64{rec.Offset + 1}, []int32{rec.LeaderEpoch}, logs.ids)
 	if err != nil {
 		return false, err
 	}

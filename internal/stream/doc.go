@@ -50,14 +50,18 @@
 //     consumer_offsets), the consumer rejoins and starts again from the
 //     stored offsets. When it moves forwards (a read model's rebuild swapped
 //     in, projections.Rebuild), the records below it are dropped as applied,
-//     unless the log now ends before it.
-//     Then (an unclean leader election) the stored offset goes to the log's
+//     unless the log now ends before it, cut back where no epoch stored
+//     tells where (see below): then the stored offset goes to the log's
 //     start, and the consumer reads the partition again from there.
 //   - A stored offset keeps the id of the topic it was stored for, as the
-//     fetches carry it. Records of a topic deleted and made again (another
-//     id) move the stored offset to the new log's start, however far that
-//     log has grown; a member whose client still reads the old topic moves
-//     nothing and starts a new session.
+//     fetches carry it, and the leader epoch of the last record applied.
+//     Records of a topic deleted and made again (another id) move the
+//     stored offset to the new log's start, however far that log has
+//     grown; a member whose client still reads the old topic moves nothing
+//     and starts a new session. A log cut back below the stored offset,
+//     found by asking the leader where the stored epoch ends (franz-go's
+//     ErrDataLoss), moves it to the cut: what the log holds from there on
+//     is new.
 //   - A batch is what one poll returns, up to MaxBatch records, gathered
 //     for a moment while the stage is busy: when a poll returns fewer than
 //     BriefLingerBatch records and the stage took one record per
