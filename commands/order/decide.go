@@ -168,7 +168,12 @@ func Decide(s State, c Command, now time.Time) ([]schemas.Event, error) {
 	}
 	switch c.Kind {
 	case KindStartPush:
-		if s.Status != schemas.StatusPending {
+		// A start names the attempt it starts (0 from a release before
+		// that): one of an earlier attempt, decided again once its
+		// decision was pruned (a replay, a log read again from its start),
+		// would otherwise start the attempt the next start is for, and no
+		// worker would make that call.
+		if s.Status != schemas.StatusPending || c.Attempt != 0 && c.Attempt != s.PushAttempts+1 {
 			return reject(ErrInvalidState, "push")
 		}
 		return statusChange(s, c, schemas.StatusProcessing, now, &schemas.PushAttempt{Attempt: s.PushAttempts + 1})

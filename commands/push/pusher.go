@@ -309,7 +309,7 @@ func (w *Worker) claim(ctx, drain context.Context, calls *lanes, n, free, room i
 			stores = append(stores, c.push.StoreID)
 			continue
 		case j.Step == order.StepStart:
-			cmd = order.Command{Kind: order.KindStartPush}
+			cmd = order.Command{Kind: order.KindStartPush, Attempt: j.Attempt}
 		default:
 			w.Log.Error("push job in an unknown step; leaving it", "order", j.ID, "step", j.Step)
 			continue
