@@ -68,6 +68,12 @@ func (o *Orders) create(ctx context.Context, in order.CreateInput) (int, any) {
 		}
 		return fiber.StatusCreated, o.createdFromDraft(ctx, in.AccountID, created)
 	}
+	if created.Repeat {
+		// Decided before, maybe long ago: the order as it is now, not as
+		// the decision left it (a PENDING with a queue position for an
+		// order pushed since).
+		return fiber.StatusCreated, res
+	}
 	if res, err = o.Queries.WithStatus(ctx, res, created.Decision.Status); err != nil {
 		e := toAPIError(err)
 		return e.Status(), e

@@ -378,6 +378,40 @@ func TestAKeyedRepeatWhileTheReadModelLagsIsNotPricedAnew(t *testing.T) {
 	}
 }
 
+// A keyed create repeated once its order has moved on (decided, pushed,
+// SUCCESS) answers the order as it is: found by review, it said PENDING,
+// with a queue position made up for an order already pushed.
+func TestAKeyedRepeatAfterTheOrderMovedOnShowsItAsItIs(t *testing.T) {
+	waitsMostly(t)
+	d := startDemo(t, func(c *config.Config) { c.Roles = []string{config.RoleAPI, config.RoleProjector} }) // no decider yet
+	sh := newShelf(t, d)
+	body, _ := json.Marshal(tshirtOrder(sh.variant, "keyed-moved", 1))
+	if r := postWithKey(t, sh.client, "/v1/orders/pod", "k-moved", body); r.Status != 503 {
+		t.Fatalf("first create without a decider: %d %s", r.Status, r.Body)
+	}
+	d.startPeer(t, func(c *config.Config) { c.Roles = []string{config.RoleDecider, config.RolePusher} })
+	id := order.OrderID(sh.store, "keyed-moved")
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if r := sh.client.Get("/v1/orders/pod/" + id.String()); r.Status != 200 {
+			return fmt.Errorf("the order is not in the read model yet: %d", r.Status)
+		}
+		return nil
+	})
+	d.waitStatus(t, sh.client, id, "SUCCESS")
+	r := postWithKey(t, sh.client, "/v1/orders/pod", "k-moved", body)
+	var got struct {
+		OrderID       uuid.UUID `json:"order_id"`
+		Status        string    `json:"status"`
+		QueuePosition *int      `json:"queue_position"`
+	}
+	if r.Status != 201 || json.Unmarshal(r.Body, &got) != nil || got.OrderID != id {
+		t.Fatalf("the repeat after the push: %d %s", r.Status, r.Body)
+	}
+	if got.Status != "SUCCESS" || got.QueuePosition != nil {
+		t.Fatalf("the repeat after the push shows the order %s (%s); want it as it is, SUCCESS, out of the queue", got.Status, r.Body)
+	}
+}
+
 // A create repeated under its Idempotency-Key after an undecided 503 waits
 // for the decision of the command it sent, whatever the catalog says
 // since: found by review, the repeat validated the body again and kept a
