@@ -236,7 +236,10 @@ func (d *Decider) QueueLoad(b *pgx.Batch, ids []uuid.UUID, orders map[uuid.UUID]
 			if _, err := pgx.ForEachRow(rows, []any{&id, &raw, &version}, func() error {
 				var s State
 				if err := codec.Unmarshal(raw, &s); err != nil {
-					return fmt.Errorf("order %s state: %w", id, err)
+					// No retry reads it: the runner narrows the batch down
+					// to this order's command and dead-letters it, and the
+					// other orders of the partition go on.
+					return stream.Poison(fmt.Errorf("order %s state: %w", id, err))
 				}
 				orders[id] = &orderRow{state: s, version: version}
 				return nil

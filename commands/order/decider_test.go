@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/internal/codec"
 	"github.com/printpod/pod/internal/pgtest"
+	"github.com/printpod/pod/internal/stream"
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -83,6 +84,34 @@ func TestACommandSentAgainIsAnnouncedAgain(t *testing.T) {
 	var n int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM order_decisions WHERE command_id = $1`, c.ID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d decisions stored (%v), want 1", n, err)
+	}
+}
+
+// TestAnOrderWhoseStoredStateCannotBeReadFailsItsCommandForGood: a state
+// row the decider cannot read (a corrupt row, a format it does not know)
+// fails the batch as poison, so the runner dead-letters that order's
+// command rather than retrying the partition's batch without end (found
+// by review).
+func TestAnOrderWhoseStoredStateCannotBeReadFailsItsCommandForGood(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	id := uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO order_state (order_id, account_id, state, version) VALUES ($1, $2, '{"status": 7}', 1)`,
+		id, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Record(schemas.Naming{}, Command{ID: uuid.New(), Kind: KindCancel, OrderID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	_, err = (&Decider{Log: slog.New(slog.DiscardHandler)}).Consumer().Handle(ctx, tx, []*kgo.Record{rec})
+	if err == nil || !stream.IsPermanent(err) {
+		t.Fatalf("a command of an order whose state cannot be read: %v; want a permanent failure", err)
 	}
 }
 
