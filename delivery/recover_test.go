@@ -2,11 +2,13 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ import (
 // the sender's dead-letter topic with the panic as its error, is counted,
 // and the attempt ends as finished instead of taking the process down.
 func TestAnAttemptThatPanicsIsDeadLettered(t *testing.T) {
-	f := newPanicFixture(t)
+	f := newSenderFixture(t)
 	task, rec := f.task(t, 1)
 
 	if err := f.session.attemptRecovering(job{tp: tp{rec.Topic, rec.Partition}, offset: rec.Offset, task: task, rec: rec}, nil, nil); err != nil {
@@ -78,32 +80,11 @@ pod_consumer_dead_letters_total{consumer="delivery.sender"} 1
 // the outcome is recorded, and the task, done, is not dead-lettered (a
 // dead letter redriven would deliver it again).
 func TestAPanicAfterTheOutcomeIsRecordedLeavesNoDeadLetter(t *testing.T) {
-	f := newPanicFixture(t)
+	f := newSenderFixture(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
 	t.Cleanup(srv.Close)
-	pool := pgtest.NewPool(t)
-	box, err := secretbox.New(make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, err := NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealed, err := box.Seal(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
 	task, rec := f.task(t, MaxAttempts)
-	if _, err := pool.Exec(f.ctx, `INSERT INTO webhooks (id, account_id, url, topics, is_active, gen, secret, created_at, updated_at)
-		VALUES ($1, $2, $3, '{order.created}', true, 1, $4, now(), now())`, task.WebhookID, task.AccountID, srv.URL+"/h", sealed); err != nil {
-		t.Fatal(err)
-	}
-	s := f.session.s
-	s.Hooks = &Hooks{Pool: pool, Box: box}
-	guard := &Guard{AllowTargets: []string{strings.TrimPrefix(srv.URL, "http://")}}
-	s.HTTP, s.Timeout = guard.Client(2*time.Second, 8), 2*time.Second
-	s.Streaks = &Streaks{Redis: f.rdb, Prefix: s.Marks.Prefix, Log: s.Log}
+	s := f.withHook(t, task, srv)
 	for range FailureLimit {
 		s.Streaks.Fail(f.ctx, task.WebhookID, task.Gen, uuid.New(), 1)
 	}
@@ -139,7 +120,38 @@ func TestAPanicAfterTheOutcomeIsRecordedLeavesNoDeadLetter(t *testing.T) {
 	}
 }
 
-type panicFixture struct {
+// TestAnAttemptWhosePartitionMovedSendsNothing: a task whose partition
+// moved to another member while its attempt waited (found by review: the
+// new owner, reading the record again, sent it too) is not sent, and
+// nothing is recorded: the attempt ends unfinished, the new owner's.
+func TestAnAttemptWhosePartitionMovedSendsNothing(t *testing.T) {
+	f := newSenderFixture(t)
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
+	t.Cleanup(srv.Close)
+	task, rec := f.task(t, 1)
+	s := f.withHook(t, task, srv)
+
+	moved := func() bool { return false }
+	err := f.session.attemptRecovering(job{tp: tp{rec.Topic, rec.Partition}, offset: rec.Offset, task: task, rec: rec}, moved, nil)
+	if !errors.Is(err, errMoved) {
+		t.Fatalf("the attempt ended with %v, want %v", err, errMoved)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("%d requests sent for a task whose partition moved, want none", n)
+	}
+	ends, err := kadm.NewClient(f.producer).ListEndOffsets(f.ctx, s.Naming.Topic(schemas.TopicWebhookAttempts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset != 0 {
+			t.Errorf("%d attempt results on partition %d, want none", o.Offset, o.Partition)
+		}
+	})
+}
+
+type senderFixture struct {
 	ctx      context.Context
 	cluster  *kfake.Cluster
 	producer *kgo.Client
@@ -149,13 +161,13 @@ type panicFixture struct {
 	session  *session
 }
 
-// newPanicFixture is a session of a sender with an in-process broker and
+// newSenderFixture is a session of a sender with an in-process broker and
 // real Redis, and nothing else: no webhook store, no HTTP client.
-func newPanicFixture(t *testing.T) panicFixture {
+func newSenderFixture(t *testing.T) senderFixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	n := schemas.Naming{}
-	f := panicFixture{ctx: ctx, dlq: n.DeadLetterTopic(SenderGroup), reg: prometheus.NewRegistry()}
+	f := senderFixture{ctx: ctx, dlq: n.DeadLetterTopic(SenderGroup), reg: prometheus.NewRegistry()}
 	var err error
 	f.cluster, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, f.dlq, n.Topic(schemas.TopicWebhookAttempts), n.Topic(schemas.TopicWebhookDLQ)))
 	if err != nil {
@@ -173,8 +185,38 @@ func newPanicFixture(t *testing.T) panicFixture {
 	return f
 }
 
+// withHook gives the fixture's sender task's webhook, active, at srv (the
+// webhook store in a Postgres of its own, its HTTP client let reach srv),
+// and the streaks; it returns the sender.
+func (f senderFixture) withHook(t *testing.T, task schemas.DeliveryTask, srv *httptest.Server) *Sender {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	box, err := secretbox.New(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := box.Seal(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(f.ctx, `INSERT INTO webhooks (id, account_id, url, topics, is_active, gen, secret, created_at, updated_at)
+		VALUES ($1, $2, $3, '{order.created}', true, 1, $4, now(), now())`, task.WebhookID, task.AccountID, srv.URL+"/h", sealed); err != nil {
+		t.Fatal(err)
+	}
+	s := f.session.s
+	s.Hooks = &Hooks{Pool: pool, Box: box}
+	guard := &Guard{AllowTargets: []string{strings.TrimPrefix(srv.URL, "http://")}}
+	s.HTTP, s.Timeout = guard.Client(2*time.Second, 8), 2*time.Second
+	s.Streaks = &Streaks{Redis: f.rdb, Prefix: s.Marks.Prefix, Log: s.Log}
+	return s
+}
+
 // task is a delivery task at attempt, and the record carrying it.
-func (f panicFixture) task(t *testing.T, attempt int) (schemas.DeliveryTask, *kgo.Record) {
+func (f senderFixture) task(t *testing.T, attempt int) (schemas.DeliveryTask, *kgo.Record) {
 	task := schemas.DeliveryTask{DeliveryID: uuid.New(), WebhookID: uuid.New(), AccountID: uuid.New(), EventID: uuid.New(),
 		Topic: "order.created", Gen: 1, Run: 1, Attempt: attempt, Payload: []byte(`{"id":1}`)}
 	value, err := codec.Marshal(task)

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -109,21 +110,28 @@ func (s *Sender) Run(ctx context.Context) {
 	}
 }
 
+// errMoved ends an attempt not made because its record's partition moved
+// to another member before the request went out.
+var errMoved = errors.New("the record's partition moved to another member before the request")
+
 // attempt makes one attempt of t and records its outcome: the result event
 // and, after a failure, the task of the next attempt (or the DLQ). It
 // returns an error only when the outcome could not be recorded before ctx
 // ended.
 //
-// sending, when not nil, is called right before the request goes out;
-// sent, when not nil, once the request is over (with its duration) or
-// known not to be made (with 0), before the outcome is recorded;
-// recorded, when not nil, once the outcome is on the log.
-func (s *Sender) attempt(ctx context.Context, j job, sending func(), sent func(time.Duration), recorded func()) error {
+// sending, when not nil, is called right before the request goes out,
+// and says whether it may: false (the record's partition has moved to
+// another member meanwhile) ends the attempt unmade and unrecorded, with
+// errMoved, for the partition's new owner to make; sent, when not nil,
+// once the request is over (with its duration) or known not to be made
+// (with 0), before the outcome is recorded; recorded, when not nil, once
+// the outcome is on the log.
+func (s *Sender) attempt(ctx context.Context, j job, sending func() bool, sent func(time.Duration), recorded func()) error {
 	if sent == nil {
 		sent = func(time.Duration) {}
 	}
 	if sending == nil {
-		sending = func() {}
+		sending = func() bool { return true }
 	}
 	t := j.task
 	claimed, again := s.Marks.Claim(context.WithoutCancel(ctx), j.tp.topic, j.tp.partition, j.offset, t)
@@ -154,7 +162,10 @@ func (s *Sender) attempt(ctx context.Context, j job, sending func(), sent func(t
 		answer = Attempted{Unsent: true, Failure: FailureUnsigned, At: time.Now()}
 		sent(0)
 	case active:
-		sending()
+		if !sending() {
+			sent(0)
+			return errMoved
+		}
 		start := time.Now()
 		func() {
 			s.Metrics.addInFlight(1)

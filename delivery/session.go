@@ -251,7 +251,10 @@ func (ss *session) release(ctx context.Context, m map[string][]int32, commit boo
 		}
 	}
 	ss.mu.Unlock()
-	deadline := time.NewTimer(ss.s.Timeout + 5*time.Second)
+	// A request may take its timeout twice (a reconnect's handshake may
+	// take the whole timeout again, see Guard): handed over earlier, its
+	// record would be sent again by the next owner while it runs.
+	deadline := time.NewTimer(2*ss.s.Timeout + 5*time.Second)
 	defer deadline.Stop()
 wait:
 	for {
@@ -488,7 +491,7 @@ func (ss *session) deadLetter(st *part, r *kgo.Record, cause error) {
 // task is finished once its dead letter is on the log. A panic after the
 // attempt's outcome is on the log only ends the attempt: the task is
 // done, and a dead letter of it, redriven, would deliver it again.
-func (ss *session) attemptRecovering(j job, sending func(), sent func(time.Duration)) (err error) {
+func (ss *session) attemptRecovering(j job, sending func() bool, sent func(time.Duration)) (err error) {
 	recorded := false
 	defer func() {
 		p := recover()
@@ -657,14 +660,22 @@ func (ss *session) work(id uuid.UUID, e *endpoint, slow bool) {
 		var once sync.Once
 		sent := func(took time.Duration) { once.Do(func() { sentCh <- took }) }
 		out := false // under mu
-		sending := func() {
+		// The partition may have moved on while the attempt waited (for a
+		// slot to record in, a copy's recording, the webhook's lookup):
+		// its new owner reads the record again, and sending it here too
+		// would be a second delivery with no crash to excuse it.
+		sending := func() bool {
 			ss.mu.Lock()
 			defer ss.mu.Unlock()
+			if j.part.revoked || ss.parts[j.tp] != j.part {
+				return false
+			}
 			if e.inflight == 0 {
 				e.busy = time.Now()
 			}
 			e.inflight++
 			out = true
+			return true
 		}
 		ss.unrecorded <- struct{}{}
 		ss.wg.Add(1)
