@@ -13,6 +13,7 @@ import (
 	"github.com/printpod/pod/schemas"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestASenderWhoseFetchesFail: a poll that brings only fetch errors is
@@ -65,6 +66,39 @@ func TestASenderWhoseFetchesFail(t *testing.T) {
 			cancel()
 			if err := <-ended; err != nil {
 				t.Fatalf("the session ended with %v", err)
+			}
+		})
+	}
+}
+
+// TestALogCutBackBelowWhatWasTakenEndsTheSession: the client reports a
+// partition cut back (an unclean leader election) and resumes at the cut.
+// Below the records the session took, the records from the cut on would
+// be dropped as seen already (found by review): the session ends, for the
+// next one to take them. A cut past what was taken, or of a partition
+// not this session's, changes nothing.
+func TestALogCutBackBelowWhatWasTakenEndsTheSession(t *testing.T) {
+	cut := func(topic string, partition int32, at int64) kgo.Fetches {
+		return kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: topic, Partitions: []kgo.FetchPartition{
+			{Partition: partition, Err: &kgo.ErrDataLoss{Topic: topic, Partition: partition, ConsumedTo: 90, ResetTo: at}}}}}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		fetches kgo.Fetches
+		ends    bool
+	}{
+		{"a cut below the records taken", cut("deliveries", 0, 40), true},
+		{"a cut past the records taken", cut("deliveries", 0, 80), false},
+		{"a cut of a partition not this session's", cut("deliveries", 1, 10), false},
+		{"a fetch error of another kind", kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "deliveries", Partitions: []kgo.FetchPartition{
+			{Partition: 0, Err: kerr.NotLeaderForPartition}}}}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ss := &session{s: &Sender{Log: slog.New(slog.DiscardHandler)},
+				parts: map[tp]*part{{"deliveries", 0}: {next: 70, committed: 60, outstanding: map[int64]struct{}{}}}}
+			err := ss.cutBelowTaken(tc.fetches)
+			if ends := errors.Is(err, errCutBack); ends != tc.ends {
+				t.Fatalf("the session ends: %v (%v), want %v", ends, err, tc.ends)
 			}
 		})
 	}

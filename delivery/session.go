@@ -399,6 +399,9 @@ func (ss *session) poll() error {
 		if errors.Is(failure, stream.ErrTopicMadeAgain) {
 			return failure
 		}
+		if err := ss.cutBelowTaken(fetches); err != nil {
+			return err
+		}
 		if failure != nil && fetches.NumRecords() == 0 {
 			if !stream.AfterFetchFailure(ss.ctx) {
 				return nil
@@ -414,6 +417,35 @@ func (ss *session) poll() error {
 			ss.take(r)
 		}
 	}
+}
+
+// errCutBack ends a session whose client found a log cut back below what
+// the session took from it.
+var errCutBack = errors.New("a log was cut back below the records taken from it (an unclean leader election)")
+
+// cutBelowTaken returns errCutBack when fetches report a partition of this
+// session cut back (kgo.ErrDataLoss: the client resumes at the cut) below
+// the records taken from it. The records from the cut on were written
+// since, and take would drop them as seen already; so the session ends,
+// and the next one, its partitions taken afresh from the offsets
+// committed (past the cut), learns of the cut from the client again and
+// takes them. A cut past what was taken changes nothing here.
+func (ss *session) cutBelowTaken(fetches kgo.Fetches) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var err error
+	fetches.EachError(func(topic string, partition int32, e error) {
+		lost, ok := errors.AsType[*kgo.ErrDataLoss](e)
+		if !ok {
+			return
+		}
+		if st := ss.parts[tp{topic, partition}]; st != nil && st.next > lost.ResetTo {
+			ss.s.Log.Error("a log was cut back below the records the sender took from it; starting a new session to read it from the cut",
+				"topic", topic, "partition", partition, "taken_to", st.next, "cut_at", lost.ResetTo)
+			err = fmt.Errorf("%w: %s/%d at %d", errCutBack, topic, partition, lost.ResetTo)
+		}
+	})
+	return err
 }
 
 // take accepts one polled record (its buffer slot already held).
