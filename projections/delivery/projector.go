@@ -211,11 +211,18 @@ func (w *rounds) flush(b *pgx.Batch) {
 	}
 }
 
+// startsOver is when a task makes its delivery's row pending again, at
+// no attempt: a new run (a resend), or the webhook's new generation (a
+// fan-out batch redone after a disable and re-enable) of a delivery not
+// delivered. A success stays: the client has the event.
+const startsOver = `(webhook_deliveries.run < excluded.run OR webhook_deliveries.gen < excluded.gen AND webhook_deliveries.status <> 'success')`
+
 // queueTasks records deliveries (first attempt of a run): new rows, or a
 // newer run of a resent one, or the run again for a newer webhook
 // generation (a fan-out batch redone after its webhook was disabled and
-// enabled again, whose first try's copy the sender cancels). Deliveries of a webhook that no longer exists
-// are not recorded. A new row of a task whose first result is in firsts is
+// enabled again, whose first try's copy the sender cancels; not over a
+// success: startsOver). Deliveries of a webhook that no longer exists are
+// not recorded. A new row of a task whose first result is in firsts is
 // written with that result applied, as queueResults would have left it;
 // only first runs are merged, so on a conflict (the row exists) the task
 // alone applies, and the result's own upsert follows. An existing row the
@@ -259,12 +266,9 @@ func queueTasks(b *pgx.Batch, ts []schemas.DeliveryTask, firsts []*schemas.Attem
 		WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = t.webhook_id)
 		ON CONFLICT (id) DO UPDATE SET
 			payload = COALESCE(webhook_deliveries.payload, excluded.payload),
-			status = CASE WHEN webhook_deliveries.run < excluded.run OR webhook_deliveries.gen < excluded.gen
-				THEN 'pending' ELSE webhook_deliveries.status END,
-			run_attempt = CASE WHEN webhook_deliveries.run < excluded.run OR webhook_deliveries.gen < excluded.gen
-				THEN 0 ELSE webhook_deliveries.run_attempt END,
-			next_retry_at = CASE WHEN webhook_deliveries.run < excluded.run OR webhook_deliveries.gen < excluded.gen
-				THEN excluded.next_retry_at ELSE webhook_deliveries.next_retry_at END,
+			status = CASE WHEN `+startsOver+` THEN 'pending' ELSE webhook_deliveries.status END,
+			run_attempt = CASE WHEN `+startsOver+` THEN 0 ELSE webhook_deliveries.run_attempt END,
+			next_retry_at = CASE WHEN `+startsOver+` THEN excluded.next_retry_at ELSE webhook_deliveries.next_retry_at END,
 			gen = GREATEST(webhook_deliveries.gen, excluded.gen),
 			run = GREATEST(webhook_deliveries.run, excluded.run),
 			updated_at = now()

@@ -145,6 +145,37 @@ func TestAnOldGenerationsCopyDoesNotEndTheNewOnesDelivery(t *testing.T) {
 	}
 }
 
+// TestADeliveredDeliveryStaysDeliveredThroughANewGenerationsCopy: a
+// fan-out batch redone after its webhook was disabled and enabled again
+// puts a new generation's task of a delivery on the log after the old
+// one's was delivered (found by review: the row went back to pending, and
+// to failed if the copy failed, though the client has the event). A
+// success stays; a resend (a new run) still starts over.
+func TestADeliveredDeliveryStaysDeliveredThroughANewGenerationsCopy(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	f := newLogFixture(t, pool)
+	d := uuid.New()
+	for _, r := range []*kgo.Record{f.taskOf(d, 1, 1), f.resultOf(d, 1, 1, 1, schemas.DeliverySuccess), f.taskOf(d, 1, 2)} {
+		f.apply(t, pool, []*kgo.Record{r})
+	}
+	var status string
+	var runAttempt int
+	if err := pool.QueryRow(ctx, `SELECT status, run_attempt FROM webhook_deliveries WHERE id = $1`, d).Scan(&status, &runAttempt); err != nil {
+		t.Fatal(err)
+	}
+	if status != schemas.DeliverySuccess || runAttempt != 1 {
+		t.Fatalf("after the new generation's copy: %s at attempt %d, want %s at 1", status, runAttempt, schemas.DeliverySuccess)
+	}
+	f.apply(t, pool, []*kgo.Record{f.taskOf(d, 2, 2)})
+	if err := pool.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, d).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != schemas.DeliveryPending {
+		t.Fatalf("after a resend: %s, want %s", status, schemas.DeliveryPending)
+	}
+}
+
 // TestAPendingDeliveryReadsCancelledOnceItsWebhookIsNoLongerActive: a
 // disable changes no row of the log; a delivery waiting for its next
 // attempt reads cancelled (no next retry) from then on, as the sender's
