@@ -338,6 +338,30 @@ func TestADeleteFindsItsJobsByID(t *testing.T) {
 	}
 }
 
+// leaseThenMove puts a due job of each of ended, taken and held, leases
+// them all for lease and returns the leases. Then the job ended is ended
+// and the job taken is leased by another worker, as happens to a holder's
+// jobs behind its back.
+func leaseThenMove(t *testing.T, pool *pgxpool.Pool, lease time.Duration, ended, taken uuid.UUID, held ...uuid.UUID) []Job {
+	t.Helper()
+	w := NewWrites("q")
+	for _, id := range append([]uuid.UUID{ended, taken}, held...) {
+		w.Put(Job{ID: id, Step: "s", Attempt: 1, DueAt: time.Now()})
+	}
+	write(t, pool, w)
+	leased := claim(t, pool, 10, lease)
+	if len(leased) != 2+len(held) {
+		t.Fatalf("leased %d jobs, want %d", len(leased), 2+len(held))
+	}
+	w = NewWrites("q")
+	w.Delete(ended)
+	write(t, pool, w)
+	if _, err := pool.Exec(context.Background(), `UPDATE jobs SET due_at = now() + interval '5 minutes' WHERE queue = 'q' AND id = $1`, taken); err != nil {
+		t.Fatal(err)
+	}
+	return leased
+}
+
 // TestALeaseIsRenewedOnlyWhileItsHolderStillHasIt: renewing moves a held
 // job's lease ahead; a job ended or leased by another since is lost to
 // its old holder; a job another transaction holds locked (the decider
@@ -347,21 +371,7 @@ func TestALeaseIsRenewedOnlyWhileItsHolderStillHasIt(t *testing.T) {
 	pool := setup(t)
 	ctx := context.Background()
 	kept, locked, ended, taken := uuid.New(), uuid.New(), uuid.New(), uuid.New()
-	w := NewWrites("q")
-	for _, id := range []uuid.UUID{kept, locked, ended, taken} {
-		w.Put(Job{ID: id, Step: "s", Attempt: 1, DueAt: time.Now()})
-	}
-	write(t, pool, w)
-	leased := claim(t, pool, 10, time.Minute)
-	if len(leased) != 4 {
-		t.Fatalf("leased %d jobs, want 4", len(leased))
-	}
-	w = NewWrites("q")
-	w.Delete(ended)
-	write(t, pool, w)
-	if _, err := pool.Exec(ctx, `UPDATE jobs SET due_at = now() + interval '5 minutes' WHERE queue = 'q' AND id = $1`, taken); err != nil {
-		t.Fatal(err)
-	}
+	leased := leaseThenMove(t, pool, time.Minute, ended, taken, kept, locked)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -409,21 +419,7 @@ func TestALeaseIsGivenBackOnlyByItsHolder(t *testing.T) {
 	pool := setup(t)
 	ctx := context.Background()
 	back, ended, taken := uuid.New(), uuid.New(), uuid.New()
-	w := NewWrites("q")
-	for _, id := range []uuid.UUID{back, ended, taken} {
-		w.Put(Job{ID: id, Step: "s", Attempt: 1, DueAt: time.Now()})
-	}
-	write(t, pool, w)
-	leased := claim(t, pool, 10, time.Hour)
-	if len(leased) != 3 {
-		t.Fatalf("leased %d jobs, want 3", len(leased))
-	}
-	w = NewWrites("q")
-	w.Delete(ended)
-	write(t, pool, w)
-	if _, err := pool.Exec(ctx, `UPDATE jobs SET due_at = now() + interval '5 minutes' WHERE queue = 'q' AND id = $1`, taken); err != nil {
-		t.Fatal(err)
-	}
+	leased := leaseThenMove(t, pool, time.Hour, ended, taken, back)
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
