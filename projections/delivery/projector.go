@@ -349,9 +349,12 @@ func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
 
 // sweepChunk removes up to 5,000 delivery logs older than $1 (an interval),
 // by the row versions the created_at index finds: not looked up again by
-// id, which read three index blocks per row removed.
+// id, which read three index blocks per row removed. A delivery whose run
+// is under way (pending: a resend near the end of the 30 days runs up to
+// about 21 hours) is kept until it ends: removed, its next result would
+// make the row again with no payload and a wrong attempt count.
 const sweepChunk = `DELETE FROM webhook_deliveries WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM webhook_deliveries WHERE created_at < now() - $1::interval LIMIT 5000))`
+	SELECT ctid FROM webhook_deliveries WHERE created_at < now() - $1::interval AND status <> 'pending' LIMIT 5000))`
 
 // Sweep removes delivery logs older than retention, a chunk at a time, and
 // returns how many it removed.
