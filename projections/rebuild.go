@@ -411,10 +411,11 @@ func (r *Rebuild) swap(ctx context.Context, name string, p Projection, rb *rebui
 	// The projector's offsets become the rebuild's, row for row: updated
 	// in place, so the projector's claim waiting on them reads the new
 	// offsets when this commits.
-	b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset, topic_id, leader_epoch)
-		SELECT $1, topic, partition, next_offset, topic_id, leader_epoch FROM consumer_offsets WHERE consumer = $2 ORDER BY topic, partition
+	b.Queue(`INSERT INTO consumer_offsets (consumer, topic, partition, next_offset, topic_id, leader_epoch, leader_epoch_at)
+		SELECT $1, topic, partition, next_offset, topic_id, leader_epoch, leader_epoch_at FROM consumer_offsets WHERE consumer = $2 ORDER BY topic, partition
 		ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset,
-			topic_id = coalesce(EXCLUDED.topic_id, consumer_offsets.topic_id), leader_epoch = EXCLUDED.leader_epoch, updated_at = now()`,
+			topic_id = coalesce(EXCLUDED.topic_id, consumer_offsets.topic_id), leader_epoch = EXCLUDED.leader_epoch,
+			leader_epoch_at = EXCLUDED.leader_epoch_at, updated_at = now()`,
 		p.Consumer, rb.consumer.Name)
 	b.Queue(`DELETE FROM consumer_offsets l WHERE l.consumer = $1 AND NOT EXISTS (SELECT 1 FROM consumer_offsets r
 		WHERE r.consumer = $2 AND r.topic = l.topic AND r.partition = l.partition)`, p.Consumer, rb.consumer.Name)

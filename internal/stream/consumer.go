@@ -197,7 +197,10 @@ func (r *Runner) session(ctx context.Context, c Consumer, log *slog.Logger) erro
 					// the last record applied, the client first asks where
 					// that epoch ends on the log as it is now: a log cut
 					// back since is reported (ErrDataLoss, cutBack).
-					at := stored[tp{t, p}]
+					at, ok := stored[tp{t, p}]
+					if !ok {
+						at.epoch = -1
+					}
 					ps[p] = kgo.NewOffset().At(at.next).WithEpoch(at.epoch)
 					next[tp{t, p}] = at.next
 				}
@@ -689,11 +692,12 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 		// the statement, for the handler's.
 		b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
 		b.Queue(`WITH l AS MATERIALIZED (
-				SELECT s.topic, s.partition, s.next_offset, s.topic_id, s.leader_epoch, k.next, k.id, nullif(k.epoch, -1) AS epoch FROM consumer_offsets s
+				SELECT s.topic, s.partition, s.next_offset, s.topic_id, s.leader_epoch, s.leader_epoch_at, k.next, k.id, nullif(k.epoch, -1) AS epoch FROM consumer_offsets s
 				JOIN unnest($2::text[], $3::int[], $4::bigint[], $5::uuid[], $6::int[]) AS k(topic, partition, next, id, epoch) ON s.topic = k.topic AND s.partition = k.partition
 				WHERE s.consumer = $1 ORDER BY s.topic, s.partition FOR UPDATE OF s)
 			UPDATE consumer_offsets o SET next_offset = GREATEST(l.next_offset, l.next), topic_id = coalesce(l.topic_id, l.id),
-				leader_epoch = CASE WHEN l.next > l.next_offset THEN l.epoch ELSE l.leader_epoch END, updated_at = now()
+				leader_epoch = CASE WHEN l.next <= l.next_offset THEN l.leader_epoch WHEN coalesce(l.topic_id, l.id) IS NOT NULL THEN l.epoch END,
+				leader_epoch_at = CASE WHEN l.next <= l.next_offset THEN l.leader_epoch_at ELSE l.next END, updated_at = now()
 			FROM l WHERE o.consumer = $1 AND o.topic = l.topic AND o.partition = l.partition
 			RETURNING l.topic, l.partition, l.next_offset, l.topic_id`, consumer, topics, parts, next, topicIDs(keys, ids), epochs).Query(func(rows pgx.Rows) error {
 			var k tp
@@ -926,7 +930,8 @@ func (r *Runner) cutBack(ctx context.Context, c Consumer, logs *logsRead) error 
 // the record before it (-1: not known), and its topic id to id (unless
 // uuid.Nil), only if the row is still as claimed (was).
 func (r *Runner) moveStored(ctx context.Context, c Consumer, k tp, was claimed, to int64, epoch int32, id uuid.UUID) error {
-	if _, err := r.Pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, leader_epoch = nullif($5, -1), topic_id = coalesce($6, topic_id), updated_at = now()
+	if _, err := r.Pool.Exec(ctx, `UPDATE consumer_offsets SET next_offset = $4, leader_epoch = nullif($5, -1), leader_epoch_at = $4,
+		topic_id = coalesce($6, topic_id), updated_at = now()
 		WHERE consumer = $1 AND topic = $2 AND partition = $3 AND next_offset = $7 AND topic_id IS NOT DISTINCT FROM $8`,
 		c.Name, k.topic, k.partition, to, epoch, nullID(id), was.next, nullID(was.topicID)); err != nil {
 		return fmt.Errorf("move the stored offset of %s/%d: %w", k.topic, k.partition, err)
@@ -1024,7 +1029,9 @@ func topicIDOf(cl *kgo.Client) func(ctx context.Context, topic string) (uuid.UUI
 }
 
 // storedAt is where a stored offset puts a consumer: the offset, and the
-// leader epoch of the record before it (-1: not known).
+// leader epoch of the record before it (-1: not known, or stored for
+// another offset than the row's, which something other than the runner
+// moved: an older release, a hand edit).
 type storedAt struct {
 	next  int64
 	epoch int32
@@ -1032,7 +1039,8 @@ type storedAt struct {
 
 // loadStored reads the offsets stored for consumer, with their epochs.
 func loadStored(ctx context.Context, pool *pgxpool.Pool, consumer string) (map[tp]storedAt, error) {
-	rows, err := pool.Query(ctx, `SELECT topic, partition, next_offset, coalesce(leader_epoch, -1) FROM consumer_offsets WHERE consumer = $1`, consumer)
+	rows, err := pool.Query(ctx, `SELECT topic, partition, next_offset,
+		CASE WHEN leader_epoch_at = next_offset THEN coalesce(leader_epoch, -1) ELSE -1 END FROM consumer_offsets WHERE consumer = $1`, consumer)
 	if err != nil {
 		return nil, fmt.Errorf("load offsets of %s: %w", consumer, err)
 	}

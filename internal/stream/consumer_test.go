@@ -771,6 +771,30 @@ func TestALogCutBackIsReadOnFromTheCut(t *testing.T) {
 	}
 }
 
+// TestAnEpochIsUsedOnlyAtTheOffsetItWasStoredFor: an offset moved by
+// anything but the runner (an older release, a hand edit) leaves the
+// epoch of another offset in its row; a consumer starting there must not
+// ask where that epoch ends, which would find a cut where there is none
+// and read days of records again (found by review).
+func TestAnEpochIsUsedOnlyAtTheOffsetItWasStoredFor(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	if _, err := f.pool.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset, leader_epoch, leader_epoch_at) VALUES
+		('test.epochs', $1, 0, 40, 3, 40), ('test.epochs', $1, 1, 55, 3, 40), ('test.epochs', $1, 2, 40, NULL, 40)`, topic); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := loadStored(ctx, f.pool, "test.epochs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]storedAt{0: {40, 3}, 1: {55, -1}, 2: {40, -1}}
+	for p, w := range want {
+		if got := stored[tp{topic, p}]; got != w {
+			t.Errorf("partition %d: %+v, want %+v", p, got, w)
+		}
+	}
+}
+
 // TestAConsumerWhoseFetchesFailMakesNoProgress: a poll that comes back
 // without records because its fetches failed is not an idle consumer's.
 // The progress the stall alert reads stays where it was while they fail

@@ -11,11 +11,13 @@ SET LOCAL lock_timeout = '10s';
 -- had its first records dropped as applied before.
 --
 -- leader_epoch is the leader epoch of the last record applied below the
--- offset. A consumer starting there asks the partition's leader where
--- that epoch ends: a log cut back since (an unclean leader election) ends
--- it earlier, and the records from that point on are new, however far the
--- log has grown.
+-- offset leader_epoch_at. A consumer starting at that offset asks the
+-- partition's leader where that epoch ends: a log cut back since (an
+-- unclean leader election) ends it earlier, and the records from that
+-- point on are new, however far the log has grown. An offset moved by
+-- anything else (an older release, a hand edit) no longer matches
+-- leader_epoch_at, and its epoch is not used.
 --
 -- Both are NULL until a claim learns them (rows from before this
 -- migration, a broker whose fetches carry no topic ids or epochs).
-ALTER TABLE consumer_offsets ADD COLUMN topic_id uuid, ADD COLUMN leader_epoch int;
+ALTER TABLE consumer_offsets ADD COLUMN topic_id uuid, ADD COLUMN leader_epoch int, ADD COLUMN leader_epoch_at bigint;
