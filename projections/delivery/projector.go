@@ -338,7 +338,7 @@ func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
 			gen = GREATEST(d.gen, excluded.gen),
 			updated_at = now()
 		WHERE d.gen <= excluded.gen AND (d.run < excluded.run
-			OR (d.run = excluded.run AND d.gen < excluded.gen)
+			OR (d.run = excluded.run AND d.gen < excluded.gen AND (d.status <> 'success' OR excluded.status = 'success'))
 			OR (d.run = excluded.run AND d.run_attempt < excluded.run_attempt
 				AND (d.status = 'pending' OR excluded.status = 'success'))
 			OR (d.run = excluded.run AND d.run_attempt = excluded.run_attempt
@@ -352,9 +352,12 @@ func queueResults(b *pgx.Batch, rs []schemas.AttemptResult) {
 // id, which read three index blocks per row removed. A delivery whose run
 // is under way (pending: a resend near the end of the 30 days runs up to
 // about 21 hours) is kept until it ends: removed, its next result would
-// make the row again with no payload and a wrong attempt count.
+// make the row again with no payload and a wrong attempt count. One left
+// pending two days after its last change (a run whose outcome was never
+// recorded: its task dead-lettered) goes all the same.
 const sweepChunk = `DELETE FROM webhook_deliveries WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM webhook_deliveries WHERE created_at < now() - $1::interval AND status <> 'pending' LIMIT 5000))`
+	SELECT ctid FROM webhook_deliveries WHERE created_at < now() - $1::interval
+		AND (status <> 'pending' OR updated_at < now() - interval '2 days') LIMIT 5000))`
 
 // Sweep removes delivery logs older than retention, a chunk at a time, and
 // returns how many it removed.

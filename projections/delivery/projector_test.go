@@ -155,17 +155,28 @@ func TestADeliveredDeliveryStaysDeliveredThroughANewGenerationsCopy(t *testing.T
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	f := newLogFixture(t, pool)
-	d := uuid.New()
-	for _, r := range []*kgo.Record{f.taskOf(d, 1, 1), f.resultOf(d, 1, 1, 1, schemas.DeliverySuccess), f.taskOf(d, 1, 2)} {
-		f.apply(t, pool, []*kgo.Record{r})
-	}
 	var status string
 	var runAttempt int
-	if err := pool.QueryRow(ctx, `SELECT status, run_attempt FROM webhook_deliveries WHERE id = $1`, d).Scan(&status, &runAttempt); err != nil {
-		t.Fatal(err)
-	}
-	if status != schemas.DeliverySuccess || runAttempt != 1 {
-		t.Fatalf("after the new generation's copy: %s at attempt %d, want %s at 1", status, runAttempt, schemas.DeliverySuccess)
+	var d uuid.UUID
+	for name, records := range map[string]func(d uuid.UUID) []*kgo.Record{
+		"the copy's task": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{f.taskOf(d, 1, 1), f.resultOf(d, 1, 1, 1, schemas.DeliverySuccess), f.taskOf(d, 1, 2)}
+		},
+		"the copy's failed attempt met before its task": func(d uuid.UUID) []*kgo.Record {
+			return []*kgo.Record{f.taskOf(d, 1, 1), f.resultOf(d, 1, 1, 1, schemas.DeliverySuccess),
+				f.resultOf(d, 1, 1, 2, schemas.DeliveryPending), f.taskOf(d, 1, 2)}
+		},
+	} {
+		d = uuid.New()
+		for _, r := range records(d) {
+			f.apply(t, pool, []*kgo.Record{r})
+		}
+		if err := pool.QueryRow(ctx, `SELECT status, run_attempt FROM webhook_deliveries WHERE id = $1`, d).Scan(&status, &runAttempt); err != nil {
+			t.Fatal(err)
+		}
+		if status != schemas.DeliverySuccess || runAttempt != 1 {
+			t.Fatalf("after %s: %s at attempt %d, want %s at 1", name, status, runAttempt, schemas.DeliverySuccess)
+		}
 	}
 	f.apply(t, pool, []*kgo.Record{f.taskOf(d, 2, 2)})
 	if err := pool.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, d).Scan(&status); err != nil {

@@ -74,23 +74,27 @@ func TestTheSweepReadsOnlyWhatItRemoves(t *testing.T) {
 // TestTheSweepKeepsADeliveryWhoseRunIsUnderWay: a delivery older than the
 // retention but pending (resent near its end) is kept until its run ends
 // (found by review: its next result made the row again, with no payload
-// and a wrong attempt count).
+// and a wrong attempt count); one pending with no change for two days (its
+// outcome never recorded) goes all the same.
 func TestTheSweepKeepsADeliveryWhoseRunIsUnderWay(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	const retention = 30 * 24 * time.Hour
-	for _, status := range []string{"success", "failed", "cancelled", "pending"} {
-		if _, err := pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, status, gen, created_at)
-			VALUES (gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'order.created', $1, 1, now() - $2::interval)`,
-			status, (retention + time.Hour).String()); err != nil {
+	for _, row := range []struct {
+		status  string
+		changed time.Duration // how long ago the row last changed
+	}{{"success", 0}, {"failed", 0}, {"cancelled", 0}, {"pending", time.Hour}, {"pending", 3 * 24 * time.Hour}} {
+		if _, err := pool.Exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, topic, status, gen, created_at, updated_at)
+			VALUES (gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'order.created', $1, 1, now() - $2::interval, now() - $3::interval)`,
+			row.status, (retention + time.Hour).String(), row.changed.String()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, err := Sweep(ctx, pool, retention); err != nil || n != 3 {
-		t.Fatalf("the sweep removed %d (%v), want the 3 finished", n, err)
+	if n, err := Sweep(ctx, pool, retention); err != nil || n != 4 {
+		t.Fatalf("the sweep removed %d (%v), want the 3 finished and the one pending untouched for 3 days", n, err)
 	}
 	var left string
-	if err := pool.QueryRow(ctx, `SELECT string_agg(status, ',') FROM webhook_deliveries`).Scan(&left); err != nil || left != "pending" {
-		t.Fatalf("left %q (%v), want the pending one", left, err)
+	if err := pool.QueryRow(ctx, `SELECT string_agg(status, ',') FROM webhook_deliveries WHERE updated_at > now() - interval '2 hours'`).Scan(&left); err != nil || left != "pending" {
+		t.Fatalf("left %q (%v), want the pending one changed an hour ago", left, err)
 	}
 }
