@@ -96,9 +96,20 @@ func TestALogCutBackBelowWhatWasTakenEndsTheSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ss := &session{s: &Sender{Log: slog.New(slog.DiscardHandler)},
 				parts: map[tp]*part{{"deliveries", 0}: {next: 70, committed: 60, outstanding: map[int64]struct{}{}}}}
+			st := ss.parts[tp{"deliveries", 0}]
+			st.outstanding[35], st.outstanding[65] = struct{}{}, struct{}{} // taken, not finished
 			err := ss.cutBelowTaken(tc.fetches)
 			if ends := errors.Is(err, errCutBack); ends != tc.ends {
 				t.Fatalf("the session ends: %v (%v), want %v", ends, err, tc.ends)
+			}
+			// What the release that ends the session commits: after a cut,
+			// the first record not finished below it; else nothing new.
+			off, ok := ss.watermark(st)
+			if tc.ends && (!ok || off.Offset != 35) {
+				t.Fatalf("the release would commit %d (%v), want 35, below the cut", off.Offset, ok)
+			}
+			if !tc.ends && ok {
+				t.Fatalf("the release would commit %d, want nothing new", off.Offset)
 			}
 		})
 	}

@@ -190,6 +190,11 @@ func (s *Sender) session(ctx context.Context) error {
 		kgo.OnPartitionsAssigned(ss.assigned),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { ss.release(ctx, m, true) }),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { ss.release(ctx, m, false) }),
+		// The group waits for a revoke's release, which waits for requests
+		// out up to twice the timeout: past the rebalance timeout the
+		// member would be expelled with its request still out, and the
+		// partition handed over all the same.
+		kgo.RebalanceTimeout(max(time.Minute, 2*s.Timeout+15*time.Second)),
 	}
 	if s.ClientOpts != nil {
 		opts = append(opts, s.ClientOpts()...)
@@ -427,9 +432,11 @@ var errCutBack = errors.New("a log was cut back below the records taken from it 
 // session cut back (kgo.ErrDataLoss: the client resumes at the cut) below
 // the records taken from it. The records from the cut on were written
 // since, and take would drop them as seen already; so the session ends,
-// and the next one, its partitions taken afresh from the offsets
-// committed (past the cut), learns of the cut from the client again and
-// takes them. A cut past what was taken changes nothing here.
+// and the next one takes its partitions afresh from the offsets
+// committed. Those are moved back to the cut first: the partition's view
+// goes back to it (what was taken past it is no longer on the log), so
+// the release that ends the session commits no further than the cut. A
+// cut past what was taken changes nothing here.
 func (ss *session) cutBelowTaken(fetches kgo.Fetches) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -443,6 +450,12 @@ func (ss *session) cutBelowTaken(fetches kgo.Fetches) error {
 			ss.s.Log.Error("a log was cut back below the records the sender took from it; starting a new session to read it from the cut",
 				"topic", topic, "partition", partition, "taken_to", st.next, "cut_at", lost.ResetTo)
 			err = fmt.Errorf("%w: %s/%d at %d", errCutBack, topic, partition, lost.ResetTo)
+			st.next, st.epoch, st.committed = lost.ResetTo, lost.ResetToEpoch, -1
+			for off := range st.outstanding {
+				if off >= lost.ResetTo {
+					delete(st.outstanding, off) // finished or not, no longer on the log
+				}
+			}
 		}
 	})
 	return err
