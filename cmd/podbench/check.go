@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"time"
@@ -58,7 +59,7 @@ func drain(ctx context.Context, led *ledger, rcv *receiver, expect string, timeo
 			lastMissing, since, named = missing, now, false
 		}
 		if !named && now.Sub(since) >= stuckAfter {
-			nameStuck(stuck, rcv, missing, now.Sub(since))
+			nameStuck(os.Stderr, stuck, rcv, missing, now.Sub(since))
 			named = true
 		}
 		if !sleepUntil(ctx, now.Add(200*time.Millisecond)) {
@@ -76,9 +77,9 @@ const (
 	stuckAfter = 5 * time.Second
 )
 
-// nameStuck prints the orders drain waits for, with what each lacks.
-func nameStuck(stuck []*order, rcv *receiver, missing int, still time.Duration) {
-	fmt.Fprintf(os.Stderr, "[drain] %d orders got no expected webhook for %s; the first %d:\n", missing, still.Round(time.Second), len(stuck))
+// nameStuck writes to w the orders drain waits for, with what each lacks.
+func nameStuck(w io.Writer, stuck []*order, rcv *receiver, missing int, still time.Duration) {
+	fmt.Fprintf(w, "[drain] %d orders got no expected webhook for %s; the first %d:\n", missing, still.Round(time.Second), len(stuck))
 	for _, o := range stuck {
 		lacks := "order.created"
 		if got, ok := rcv.arrivalsOf(o.seq); ok && !got.created.IsZero() {
@@ -88,7 +89,7 @@ func nameStuck(stuck []*order, rcv *receiver, missing int, still time.Duration) 
 		if id == "" {
 			id = "(answered 503, reference " + o.ref + ")"
 		}
-		fmt.Fprintf(os.Stderr, "[drain]   order %s sent %s lacks %s\n", id, o.sent.UTC().Format("15:04:05.000"), lacks)
+		fmt.Fprintf(w, "[drain]   order %s sent %s lacks %s\n", id, o.sent.UTC().Format("15:04:05.000"), lacks)
 	}
 }
 

@@ -123,6 +123,49 @@ func TestCheckClassifiesRepeats(t *testing.T) {
 	}
 }
 
+// TestAStalledDrainNamesTheOrdersItWaitsFor: the orders drain names are
+// the ones still waiting, each with what it lacks (order.created, or the
+// push's status update), and an order answered 503 "recorded" by its
+// reference.
+func TestAStalledDrainNamesTheOrdersItWaitsFor(t *testing.T) {
+	led := newLedger("r")
+	none := led.add()
+	none.outcome, none.orderID = accepted, "11111111-1111-1111-1111-111111111111"
+	unpushed := led.add()
+	unpushed.outcome, unpushed.orderID = accepted, "22222222-2222-2222-2222-222222222222"
+	recorded := led.add()
+	recorded.outcome, recorded.recorded = rejected, true
+	done := led.add()
+	done.outcome, done.orderID = accepted, "33333333-3333-3333-3333-333333333333"
+	rcv := &receiver{led: led, events: map[string]*eventSeen{}, orders: map[int]*orderSeen{}, byTopic: map[string]int{}}
+	now := time.Now()
+	rcv.orders[unpushed.seq] = &orderSeen{orderID: unpushed.orderID, created: now}
+	rcv.orders[done.seq] = &orderSeen{orderID: done.orderID, created: now, terminal: now}
+	var stuck []*order
+	led.each(func(o *order) {
+		if waiting(o, rcv, "pushed") {
+			stuck = append(stuck, o)
+		}
+	})
+	var out bytes.Buffer
+	nameStuck(&out, stuck, rcv, len(stuck), 6*time.Second)
+	got := out.String()
+	for _, want := range []string{
+		"3 orders got no expected webhook for 6s",
+		"order " + none.orderID + " sent",
+		none.orderID + " sent 00:00:00.000 lacks order.created",
+		"order " + unpushed.orderID + " sent 00:00:00.000 lacks a SUCCESS or FAILED status update",
+		"order (answered 503, reference " + recorded.ref + ") sent",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the drain's names lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, done.orderID) {
+		t.Errorf("the drain names an order whose webhooks all came:\n%s", got)
+	}
+}
+
 func TestProcessGroupCountsOnlyTheServicesProcesses(t *testing.T) {
 	for _, tc := range []struct {
 		name string
