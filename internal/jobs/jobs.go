@@ -199,10 +199,7 @@ func Return(ctx context.Context, db pg.Querier, queue string, leased []Job) (int
 	if len(leased) == 0 {
 		return 0, nil
 	}
-	ids, leases := make([]uuid.UUID, len(leased)), make([]time.Time, len(leased))
-	for i, j := range leased {
-		ids[i], leases[i] = j.ID, j.DueAt
-	}
+	ids, leases := leaseColumns(leased)
 	var back, told int
 	rows, err := db.Query(ctx, returnLeased, queue, ids, leases, Notify)
 	if err == nil {
@@ -212,6 +209,16 @@ func Return(ctx context.Context, db pg.Querier, queue string, leased []Job) (int
 		return 0, fmt.Errorf("return %s jobs: %w", queue, err)
 	}
 	return back, nil
+}
+
+// leaseColumns are the ids of leased jobs and the due times their leases
+// set (the fences), as the two arrays a statement unnests.
+func leaseColumns(leased []Job) ([]uuid.UUID, []time.Time) {
+	ids, leases := make([]uuid.UUID, len(leased)), make([]time.Time, len(leased))
+	for i, j := range leased {
+		ids[i], leases[i] = j.ID, j.DueAt
+	}
+	return ids, leases
 }
 
 // underLease finds the jobs ($2) of queue $1 whose due time is still the
@@ -232,10 +239,7 @@ const holdLeased = underLease + ` FOR UPDATE OF j`
 // clock is from the database's; one still under the caller's lease is held
 // even past the lease's end.
 func Hold(ctx context.Context, tx pgx.Tx, queue string, leased []Job) (map[uuid.UUID]bool, error) {
-	ids, leases := make([]uuid.UUID, len(leased)), make([]time.Time, len(leased))
-	for i, j := range leased {
-		ids[i], leases[i] = j.ID, j.DueAt
-	}
+	ids, leases := leaseColumns(leased)
 	rows, err := tx.Query(ctx, holdLeased, queue, ids, leases)
 	if err != nil {
 		return nil, fmt.Errorf("hold %s jobs: %w", queue, err)
@@ -270,10 +274,9 @@ const renewLeased = `WITH held AS (` + underLease + ` FOR UPDATE OF j SKIP LOCKE
 // neither was locked by another transaction at that moment and is left as
 // it was, to be renewed again.
 func Renew(ctx context.Context, db pg.Querier, queue string, leased []Job, lease time.Duration) (renewed []Job, lost []uuid.UUID, err error) {
-	ids, leases := make([]uuid.UUID, len(leased)), make([]time.Time, len(leased))
+	ids, leases := leaseColumns(leased)
 	byID := make(map[uuid.UUID]Job, len(leased))
-	for i, j := range leased {
-		ids[i], leases[i] = j.ID, j.DueAt
+	for _, j := range leased {
 		byID[j.ID] = j
 	}
 	rows, err := db.Query(ctx, renewLeased, queue, ids, leases, lease.String())
