@@ -582,12 +582,11 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logs *logsRead, recs []*
 	if len(other) > 0 {
 		return nil, r.madeAgain(ctx, tx, c, logs, other, offsets)
 	}
-	stored := make(map[tp]int64, len(keys))
 	for _, k := range keys {
-		stored[k] = offsets[k].next
+		stored := offsets[k].next
 		part := byTP[k]
 		i := 0
-		for i < len(part) && part[i].Offset < stored[k] {
+		for i < len(part) && part[i].Offset < stored {
 			i++
 		}
 		if i > 0 {
@@ -596,8 +595,8 @@ func (r *Runner) apply(ctx context.Context, c Consumer, logs *logsRead, recs []*
 			}
 		}
 		part = part[i:]
-		if len(part) > 0 && part[0].Offset > stored[k] {
-			if err := r.behind(ctx, c, logs, k, stored[k], part[0].Offset); err != nil {
+		if len(part) > 0 && part[0].Offset > stored {
+			if err := r.behind(ctx, c, logs, k, stored, part[0].Offset); err != nil {
 				return nil, err
 			}
 		}
@@ -704,11 +703,7 @@ func claimOffsets(ctx context.Context, tx pgx.Tx, consumer string, keys []tp, ne
 			var c claimed
 			var id pgtype.UUID
 			_, err := pgx.ForEachRow(rows, []any{&k.topic, &k.partition, &c.next, &id}, func() error {
-				if id.Valid {
-					c.topicID = id.Bytes
-				} else {
-					c.topicID = uuid.Nil
-				}
+				c.topicID = id.Bytes // zero (uuid.Nil) when NULL
 				stored[k] = c
 				return nil
 			})
@@ -829,10 +824,11 @@ func (r *Runner) pastEnd(ctx context.Context, tx pgx.Tx, c Consumer, logs *logsR
 }
 
 // madeAgain handles the partitions of keys whose offsets were stored for
-// another topic id than this session reads (was holds what was stored). When the session's ids are the topics' ids now, the topics were
-// deleted and made again since: each such offset moves to the new log's
-// start, with the new id, however far the new log has grown, and the
-// consumer re-reads (errRejoin). When they are not, this member's client
+// another topic id than this session reads (was holds what was stored).
+// When the session's ids are the topics' ids now, the topics were deleted
+// and made again since: each such offset moves to the new log's start,
+// with the new id, however far the new log has grown, and the consumer
+// re-reads (errRejoin). When they are not, this member's client
 // still reads a topic deleted since (a zombie, or a session begun before
 // the change): nothing moves, and the session ends, for the next one's
 // client to read the topic as it is now.
