@@ -96,7 +96,7 @@ func TestCheckClassifiesRepeats(t *testing.T) {
 	o.outcome, o.orderID = accepted, "11111111-1111-1111-1111-111111111111"
 	lost := led.add()
 	lost.outcome, lost.orderID = accepted, "22222222-2222-2222-2222-222222222222"
-	rcv := &receiver{led: led, events: map[string]*eventSeen{}, orders: map[int]*orderSeen{}, byTopic: map[string]int{}}
+	rcv := newReceiver(led)
 	t0 := time.Now()
 	env := func(id, topic string) envelope {
 		var e envelope
@@ -137,7 +137,7 @@ func TestAStalledDrainNamesTheOrdersItWaitsFor(t *testing.T) {
 	recorded.outcome, recorded.recorded = rejected, true
 	done := led.add()
 	done.outcome, done.orderID = accepted, "33333333-3333-3333-3333-333333333333"
-	rcv := &receiver{led: led, events: map[string]*eventSeen{}, orders: map[int]*orderSeen{}, byTopic: map[string]int{}}
+	rcv := newReceiver(led)
 	now := time.Now()
 	rcv.orders[unpushed.seq] = &orderSeen{orderID: unpushed.orderID, created: now}
 	rcv.orders[done.seq] = &orderSeen{orderID: done.orderID, created: now, terminal: now}

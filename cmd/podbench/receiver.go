@@ -70,12 +70,18 @@ type envelope struct {
 	} `json:"data"`
 }
 
+// newReceiver is a receiver of led's orders that has seen nothing yet and
+// listens nowhere.
+func newReceiver(led *ledger) *receiver {
+	return &receiver{led: led, events: map[string]*eventSeen{}, orders: map[int]*orderSeen{}, byTopic: map[string]int{}}
+}
+
 func startReceiver(addr string, led *ledger) (*receiver, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	r := &receiver{led: led, events: map[string]*eventSeen{}, orders: map[int]*orderSeen{}, byTopic: map[string]int{}}
+	r := newReceiver(led)
 	r.addr = ln.Addr().String()
 	r.url = "http://" + r.addr + "/hooks/podbench"
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
