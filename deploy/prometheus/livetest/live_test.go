@@ -80,9 +80,7 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 				"PodWebhookEndpointAutoDisabled": {},
 			},
 			mayPend: map[string]string{
-				"PodAPILatencyP99High": "this stack shares two cores with three others and the other packages' tests: a stall of the machine " +
-					"(podsvc then logs Redis read timeouts) lifts a 20/s load's POST p99 past 2 s for a moment; its for: is what keeps that " +
-					"from firing",
+				"PodAPILatencyP99High": machineStall,
 			},
 			noCritical: true,
 		}, 2*time.Minute)
@@ -126,6 +124,7 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 			mayPend: map[string]string{
 				"PodConsumerBatchFailures": "the record failed its few tries before it was dead-lettered; a burst of failures never lasts the 10 minutes of its for: (kept)",
 				"PodConsumerStuck":         "a scrape between the record's first failed try and its dead letter sees failures and no progress yet; the dead letter clears it long before its 5 minutes of for:",
+				"PodAPILatencyP99High":     machineStall,
 			},
 			noCritical: true,
 		}, 2*time.Minute)
@@ -154,6 +153,14 @@ func TestSignalsOnALivePrometheus(t *testing.T) {
 		waitRulesHealthy(t, s.prom)
 	})
 }
+
+// machineStall is why the API's latency alert may pend, never fire, in a
+// stack under load: each shares two cores with the others and the other
+// packages' tests, and a stall of the machine (podsvc then logs Redis read
+// timeouts) lifts a 20/s load's POST p99 past 2 s for a moment; its for:
+// is what keeps that from firing. (The healthy run allows not even that:
+// checkNoAlerts.)
+const machineStall = "a stall of the shared machine lifts a 20/s load's POST p99 past 2 s for a moment; its for: keeps that from firing"
 
 // healthyOrders is how many orders the healthy run takes at least.
 const healthyOrders = 800
