@@ -1,6 +1,7 @@
 package order
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -104,6 +105,37 @@ func validate(t *testing.T, body []byte) (Draft, error) {
 		return Draft{}, err
 	}
 	return Validate(req, testCatalog(), testRates())
+}
+
+// TestARequestOverTheLineLimitNamesNoVariantToLookUp: a body of thousands
+// of lines is refused for its count without its variants being looked up
+// (found by review: the lookup and the de-duplication ran first).
+func TestARequestOverTheLineLimitNamesNoVariantToLookUp(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lines int
+		ids   int
+	}{{"a request at the limit names each distinct variant", maxLines, maxLines}, {"a request past it names none", 20_000, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ls := make([]map[string]any, tc.lines)
+			for i := range ls {
+				ls[i] = line(map[string]any{"variant_id": uuid.New().String()})
+			}
+			req, err := DecodeCreate(with(t, lines(ls...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(req.VariantIDs()); got != tc.ids {
+				t.Fatalf("%d variant ids to look up, want %d", got, tc.ids)
+			}
+			if tc.lines > maxLines {
+				_, err := Validate(req, nil, testRates())
+				if fe, ok := errors.AsType[*FieldError](err); !ok || fe.Field != "line_items" {
+					t.Fatalf("Validate: %v, want an error on line_items", err)
+				}
+			}
+		})
+	}
 }
 
 func TestReferenceIDIsComparedInNFC(t *testing.T) {
