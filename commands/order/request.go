@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -159,7 +161,10 @@ func decodeCreateByField(body []byte) (CreateRequest, error) {
 		"label_link": &r.LabelLink, "tracking_number": &r.TrackingNumber, "shipping_service": &r.ShippingService,
 		"note": &r.Note, "tags": &r.Tags, "force": &r.Force,
 	}
-	for name, raw := range top {
+	// In the order of their names, so the same body always gets the same
+	// answer whichever of its fields are wrong.
+	for _, name := range slices.Sorted(maps.Keys(top)) {
+		raw := top[name]
 		switch name {
 		case "line_items":
 			var items []json.RawMessage

@@ -138,6 +138,25 @@ func TestARequestOverTheLineLimitNamesNoVariantToLookUp(t *testing.T) {
 	}
 }
 
+// TestABodyWrongInTwoFieldsIsAlwaysRefusedForTheSameOne: the fields are
+// read in a set order, not a map's (found by review).
+func TestABodyWrongInTwoFieldsIsAlwaysRefusedForTheSameOne(t *testing.T) {
+	body := []byte(`{"zzz": 1, "note": 5, "tags": "x", "reference_id": "R-1"}`)
+	var first string
+	for i := range 50 {
+		_, err := decodeCreateByField(body)
+		fe, ok := errors.AsType[*FieldError](err)
+		if !ok {
+			t.Fatalf("%v, want a field error", err)
+		}
+		if i == 0 {
+			first = fe.Field
+		} else if fe.Field != first {
+			t.Fatalf("refused for %s, then for %s", first, fe.Field)
+		}
+	}
+}
+
 func TestReferenceIDIsComparedInNFC(t *testing.T) {
 	nfc, _ := validate(t, with(t, map[string]any{"reference_id": "caf\u00e9"}))
 	nfd, _ := validate(t, with(t, map[string]any{"reference_id": "cafe\u0301"}))
