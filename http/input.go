@@ -333,6 +333,11 @@ func walkJSON(body []byte) *Error {
 	if !utf8.Valid(body) {
 		badByte = firstInvalidUTF8(body)
 	}
+	// An escaped UTF-16 surrogate with no partner ("\ud800") names no
+	// character either; Go's decoder would turn it into U+FFFD too.
+	if at := firstLoneSurrogate(body); at >= 0 && (badByte < 0 || at < badByte) {
+		badByte = at
+	}
 	w := jsonWalk{dec: json.NewDecoder(bytes.NewReader(body))}
 	w.dec.UseNumber()
 	for {
@@ -383,6 +388,44 @@ func firstInvalidUTF8(b []byte) int {
 		i += n
 	}
 	return len(b)
+}
+
+// firstLoneSurrogate returns the offset of the first \u escape of a UTF-16
+// surrogate that is not half of a pair (a high one followed by an escaped
+// low one), or -1. In JSON a backslash appears only inside strings, and
+// each escape is read whole, so "\\u..." is an escaped backslash.
+func firstLoneSurrogate(b []byte) int {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(b); i++ {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		r, ok := hex4(i)
+		if !ok {
+			i++ // a one-character escape
+			continue
+		}
+		switch {
+		case r >= 0xd800 && r < 0xdc00:
+			if low, ok := hex4(i + 6); ok && low >= 0xdc00 && low < 0xe000 {
+				i += 11
+				continue
+			}
+			return i
+		case r >= 0xdc00 && r < 0xe000:
+			return i
+		}
+		i += 5
+	}
+	return -1
 }
 
 // frame is one open object or array of a jsonWalk.

@@ -146,6 +146,8 @@ func TestHostileInputIsRefusedAndNeverStopsThePipeline(t *testing.T) {
 		{name: "a NUL in a batch's own key", method: "POST", path: "/v1/orders/pod/batches", body: mustJSON(t, map[string]any{"orders": []any{base}, "x\x00": 1}), status: 400, code: "VALIDATION_ERROR", field: "x\x00"},
 		{name: "a NUL in a webhook description", method: "POST", path: "/v1/me/webhooks", body: mustJSON(t, map[string]any{"url": rc.url("/x"), "topics": []string{"order.created"}, "description": "d\x00"}), status: 400, code: "VALIDATION_ERROR", field: "description"},
 		{name: "a NUL in a webhook description patch", method: "PATCH", path: hookPath, body: []byte(`{"description":"\u0000"}`), status: 400, code: "VALIDATION_ERROR", field: "description"},
+		{name: "a lone surrogate escape in reference_id", method: "POST", path: "/v1/orders/pod", body: bytes.Replace(order("reference_id", "R-X"), []byte("R-X"), []byte(`R-\ud800`), 1), status: 400, code: "VALIDATION_ERROR", field: "reference_id"},
+		{name: "a lone surrogate escape in a webhook description patch", method: "PATCH", path: hookPath, body: []byte(`{"description":"d\udfff"}`), status: 400, code: "VALIDATION_ERROR", field: "description"},
 		{name: "invalid UTF-8 in note", method: "POST", path: "/v1/orders/pod", body: []byte(strings.Replace(string(order("note", "XX")), "XX", "\xff\xfe", 1)), status: 400, code: "VALIDATION_ERROR", field: "note"},
 		{name: "a key given twice", method: "POST", path: "/v1/orders/pod", body: []byte(`{"note":"a","note":"b"}`), status: 400, code: "VALIDATION_ERROR", field: "note"},
 		{name: "JSON nested 100 deep", method: "POST", path: "/v1/orders/pod", body: []byte(`{"note":` + nested + `}`), status: 400, code: "VALIDATION_ERROR"},
