@@ -399,11 +399,16 @@ func (w *Webhooks) deliveries(c *fiber.Ctx) error {
 }
 
 func (w *Webhooks) loadDelivery(c *fiber.Ctx) (*webhook.Webhook, deliveryrm.Record, error) {
-	h, err := w.load(c)
-	if err != nil {
+	// Both path ids are read, in their order, before either is looked up:
+	// a malformed one is a 400 whatever the other names.
+	if _, err := pathUUID(c, "id"); err != nil {
 		return nil, deliveryrm.Record{}, err
 	}
 	id, err := pathUUID(c, "delivery_id")
+	if err != nil {
+		return nil, deliveryrm.Record{}, err
+	}
+	h, err := w.load(c)
 	if err != nil {
 		return nil, deliveryrm.Record{}, err
 	}

@@ -183,6 +183,9 @@ func TestHostileInputIsRefusedAndNeverStopsThePipeline(t *testing.T) {
 		{name: "a malformed order id", method: "GET", path: "/v1/orders/pod/not-a-uuid", status: 400, code: "VALIDATION_ERROR", field: "order_id"},
 		{name: "a malformed webhook id", method: "GET", path: "/v1/me/webhooks/not-a-uuid", status: 400, code: "VALIDATION_ERROR", field: "id"},
 		{name: "a malformed delivery id", method: "GET", path: hookPath + "/deliveries/not-a-uuid", status: 400, code: "VALIDATION_ERROR", field: "delivery_id"},
+		{name: "a malformed delivery id under an unknown webhook", method: "GET", path: "/v1/me/webhooks/" + uuid.NewString() + "/deliveries/not-a-uuid", status: 400, code: "VALIDATION_ERROR", field: "delivery_id"},
+		{name: "a resend of a malformed delivery id under an unknown webhook", method: "POST", path: "/v1/me/webhooks/" + uuid.NewString() + "/deliveries/not-a-uuid/resend", status: 400, code: "VALIDATION_ERROR", field: "delivery_id"},
+		{name: "a malformed webhook id before a malformed delivery id", method: "GET", path: "/v1/me/webhooks/not-a-uuid/deliveries/nor-this", status: 400, code: "VALIDATION_ERROR", field: "id"},
 		{name: "a token that is not ASCII", method: "GET", path: "/v1/stores", header: map[string]string{"Authorization": "Bearer tok\xe9n"}, noToken: true, status: 401, code: "UNAUTHORIZED"},
 	}
 	for _, h := range cases {
