@@ -120,6 +120,36 @@ func TestAPanicAfterTheOutcomeIsRecordedLeavesNoDeadLetter(t *testing.T) {
 	}
 }
 
+// TestALastFailureFinishedAfterShutdownBeganCountsInTheStreak: a last
+// attempt under way when the sender begins to stop is waited for and
+// recorded; its failure must count toward the endpoint's auto-disable as
+// well (found by review: it was counted with the session's ended context,
+// which Redis refused, so the streak lost it for good).
+func TestALastFailureFinishedAfterShutdownBeganCountsInTheStreak(t *testing.T) {
+	f := newSenderFixture(t)
+	ctx, stop := context.WithCancel(f.ctx)
+	defer stop()
+	f.session.ctx = ctx
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stop() // shutdown begins while the request is out
+		w.WriteHeader(500)
+	}))
+	t.Cleanup(srv.Close)
+	task, rec := f.task(t, MaxAttempts)
+	s := f.withHook(t, task, srv)
+
+	if err := f.session.attemptRecovering(job{tp: tp{rec.Topic, rec.Partition}, offset: rec.Offset, task: task, rec: rec}, nil, nil); err != nil {
+		t.Fatalf("the attempt ended with %v, want recorded", err)
+	}
+	counts, err := s.Streaks.Counts(f.ctx, []uuid.UUID{task.WebhookID}, []int{task.Gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[0] != 1 {
+		t.Fatalf("the webhook's failure streak is %d, want 1", counts[0])
+	}
+}
+
 // TestAnAttemptWhosePartitionMovedSendsNothing: a task whose partition
 // moved to another member while its attempt waited (found by review: the
 // new owner, reading the record again, sent it too) is not sent, and

@@ -203,7 +203,8 @@ func (s *Sender) attempt(ctx context.Context, j job, sending func() bool, sent f
 		reset = s.Streaks.ResetWith(context.WithoutCancel(ctx), s.Marks.Redis, t.WebhookID, t.Gen)
 		s.Metrics.observeDelivered(res.At.Sub(t.CreatedAt))
 	case StreakFailed:
-		streak = s.Streaks.Fail(ctx, t.WebhookID, t.Gen, t.DeliveryID, t.Run)
+		// Counted after shutdown began too, as the outcome is recorded.
+		streak = s.Streaks.Fail(context.WithoutCancel(ctx), t.WebhookID, t.Gen, t.DeliveryID, t.Run)
 	}
 	class := ClassNone
 	if active {
