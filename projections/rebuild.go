@@ -286,8 +286,44 @@ func (b *rebuilding) until(ctx context.Context, phase Phase, target func(context
 		}
 		b.applied = sum(have)
 		b.report(phase)
-		return stream.Reached(have, want), nil
+		if stream.Reached(have, want) {
+			return true, nil
+		}
+		return false, b.pastGone(ctx, have, want)
 	})
+}
+
+// pastGone moves the rebuild's offset of each partition whose records
+// below want are all gone (retention deleted up to or past it: its log
+// starts there) to where its log starts. The rebuild would never reach
+// want there, having no record left to apply: a partition retention
+// emptied (a quiet store's, after POD_KAFKA_RETENTION) held a replay told
+// to go on from a truncated log until its --wait ended, every run.
+func (b *rebuilding) pastGone(ctx context.Context, have, want map[int32]int64) error {
+	starts, err := kadm.NewClient(b.r.Producer).ListStartOffsets(ctx, b.topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("read the log start of %s: %w", b.topic, err)
+	}
+	var parts []int32
+	var at []int64
+	starts.Each(func(o kadm.ListedOffset) {
+		if w, ok := want[o.Partition]; ok && have[o.Partition] < w && o.Offset >= w {
+			parts, at = append(parts, o.Partition), append(at, o.Offset)
+			b.r.Log.Warn("retention deleted every record of a partition the rebuild had still to read; it goes on from the log start",
+				"topic", b.topic, "partition", o.Partition, "rebuilt_to", have[o.Partition], "log_start", o.Offset)
+		}
+	})
+	if len(parts) == 0 {
+		return nil
+	}
+	_, err = b.r.Pool.Exec(ctx, `INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)
+		SELECT $1, $2, p, n FROM unnest($3::int[], $4::bigint[]) AS s(p, n)
+		ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = greatest(consumer_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()`,
+		b.consumer.Name, b.topic, parts, at)
+	return err
 }
 
 // swap holds the live projector, waits for the rebuild to reach it, and
