@@ -33,14 +33,17 @@ var (
 )
 
 const (
-	embNoFile         = "No EMB file"
-	photoEmbroidery   = "Photo to Embroidery"
-	maxQuantity       = 1000
-	maxLines          = 100
-	maxURLLength      = 2048
-	maxReferenceID    = 100
-	maxNote           = 5000
-	maxTags           = 1000
+	embNoFile       = "No EMB file"
+	photoEmbroidery = "Photo to Embroidery"
+	maxQuantity     = 1000
+	maxLines        = 100
+	maxURLLength    = 2048
+	maxReferenceID  = 100
+	maxNote         = 5000
+	maxTags         = 1000
+	// maxPartyField bounds each of the customer's and the address's
+	// fields, as store platforms do theirs.
+	maxPartyField     = 255
 	maxPets, maxPets2 = 4, 2
 )
 

@@ -118,6 +118,7 @@ func Validate(r CreateRequest, variants map[uuid.UUID]Variant, rates Rates) (Dra
 		return Draft{}, err
 	}
 	d.Customer = *r.Customer
+	d.Customer.Email = strings.TrimSpace(d.Customer.Email) // checked trimmed, kept so
 
 	hasLabel := d.LabelLink != "" || d.TrackingNumber != ""
 	switch {
@@ -210,6 +211,10 @@ func validateCustomer(c *Customer) error {
 	if c == nil {
 		return fieldErr("customer", "customer is required")
 	}
+	if err := maxLengths("customer", []namedText{{"email", c.Email}, {"first_name", c.FirstName},
+		{"last_name", c.LastName}, {"phone", c.Phone}}); err != nil {
+		return err
+	}
 	if strings.TrimSpace(c.Email) == "" {
 		return fieldErr("customer.email", "customer.email is required")
 	}
@@ -225,8 +230,26 @@ func validateCustomer(c *Customer) error {
 	return nil
 }
 
+// namedText is a text field of an object, by name.
+type namedText struct{ name, value string }
+
+// maxLengths refuses the first of fields (of object) longer than
+// maxPartyField characters.
+func maxLengths(object string, fields []namedText) error {
+	for _, f := range fields {
+		if utf8.RuneCountInString(f.value) > maxPartyField {
+			return fieldErr(object+"."+f.name, "%s.%s must be at most %d characters", object, f.name, maxPartyField)
+		}
+	}
+	return nil
+}
+
 func validateAddress(a *Address, countries map[string]bool) error {
-	required := []struct{ name, value string }{
+	if err := maxLengths("shipping_address", []namedText{{"address1", a.Address1}, {"address2", a.Address2},
+		{"city", a.City}, {"province", a.Province}, {"zip", a.Zip}}); err != nil {
+		return err
+	}
+	required := []namedText{
 		{"address1", a.Address1}, {"city", a.City}, {"province", a.Province}, {"country_code", a.CountryCode}, {"zip", a.Zip},
 	}
 	for _, f := range required {

@@ -157,6 +157,20 @@ func TestABodyWrongInTwoFieldsIsAlwaysRefusedForTheSameOne(t *testing.T) {
 	}
 }
 
+// TestCustomerFieldsAreKeptAsChecked: an email is checked without its
+// surrounding spaces and kept so (found by review: it was kept with them,
+// and pushed so), and fields at their length limit are taken.
+func TestCustomerFieldsAreKeptAsChecked(t *testing.T) {
+	d, err := validate(t, with(t, map[string]any{"customer": map[string]any{"email": " ann@example.com ",
+		"first_name": strings.Repeat("é", maxPartyField), "last_name": "Lee"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Customer.Email != "ann@example.com" {
+		t.Fatalf("email kept as %q", d.Customer.Email)
+	}
+}
+
 func TestReferenceIDIsComparedInNFC(t *testing.T) {
 	nfc, _ := validate(t, with(t, map[string]any{"reference_id": "caf\u00e9"}))
 	nfd, _ := validate(t, with(t, map[string]any{"reference_id": "cafe\u0301"}))
@@ -192,6 +206,9 @@ func TestCreateRules(t *testing.T) {
 		{"tracking without label", with(t, map[string]any{"shipping_address": nil, "tracking_number": "1Z"}), "label_link", "label_link and tracking_number must both be provided"},
 		{"missing customer", with(t, map[string]any{"customer": nil}), "customer", "customer is required"},
 		{"bad email", with(t, map[string]any{"customer": map[string]any{"email": "nope", "first_name": "A", "last_name": "B"}}), "customer.email", "customer.email is not a valid email address"},
+		{"a first name of 256 characters", with(t, map[string]any{"customer": map[string]any{"email": "a@b.example", "first_name": strings.Repeat("é", 256), "last_name": "B"}}), "customer.first_name", "customer.first_name must be at most 255 characters"},
+		{"a phone of 256 characters", with(t, map[string]any{"customer": map[string]any{"email": "a@b.example", "first_name": "A", "last_name": "B", "phone": strings.Repeat("1", 256)}}), "customer.phone", "customer.phone must be at most 255 characters"},
+		{"an address line of 256 characters", with(t, map[string]any{"shipping_address": map[string]any{"address1": "1", "address2": strings.Repeat("x", 256), "city": "c", "province": "TX", "country_code": "US", "zip": "1"}}), "shipping_address.address2", "shipping_address.address2 must be at most 255 characters"},
 		{"missing city", with(t, map[string]any{"shipping_address": map[string]any{"address1": "1", "province": "TX", "country_code": "US", "zip": "1"}}), "shipping_address.city", "shipping_address.city is required"},
 		{"unknown country", with(t, map[string]any{"shipping_address": map[string]any{"address1": "1", "city": "c", "province": "TX", "country_code": "XX", "zip": "1"}}), "shipping_address.country_code", `shipping_address.country_code "XX" is not a valid country code`},
 		{"bad shipping service", with(t, map[string]any{"shipping_service": "express"}), "shipping_service", "shipping_service must be eco or premium"},
