@@ -151,11 +151,10 @@ func (r *Rebuild) Run(ctx context.Context, name string) error {
 	c.Name, c.DeadLetterAs = RebuildConsumer(p), p.Consumer
 	// A record the projector dead-lettered that fails again is passed, not
 	// dead-lettered once more by every rebuild.
-	dead, err := stream.DeadLetterPlaces(ctx, r.Brokers, kadm.NewClient(r.Producer), r.Naming, p.Consumer)
+	c.DeadLettered, err = stream.DeadLetteredBy(ctx, r.Brokers, kadm.NewClient(r.Producer), r.Naming, p.Consumer, r.Log)
 	if err != nil {
 		return err
 	}
-	c.DeadLettered = func(at stream.Place) bool { return dead[at] }
 	if r.MaxBatch > 0 {
 		c.MaxBatch = r.MaxBatch
 	}

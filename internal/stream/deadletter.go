@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -288,6 +289,34 @@ func DeadLetterPlaces(ctx context.Context, brokers []string, adm *kadm.Client, n
 		return nil, fmt.Errorf("read %s: %w", topic, read)
 	}
 	return places, nil
+}
+
+// DeadLetteredBy returns a check of whether the record consumed at a place
+// is on consumer's dead-letter topic, as a rebuild asks before it
+// dead-letters a record the live projector may have dead-lettered already.
+// A place not found is looked for again on the topic as it is then: the
+// live projector may dead-letter a record after the first read and before
+// the rebuild reaches it (found by review: the rebuild dead-lettered such
+// a record a second time). A read that fails answers no, so the record is
+// dead-lettered (again, at worst).
+func DeadLetteredBy(ctx context.Context, brokers []string, adm *kadm.Client, n schemas.Naming, consumer string, log *slog.Logger) (func(Place) bool, error) {
+	dead, err := DeadLetterPlaces(ctx, brokers, adm, n, consumer)
+	if err != nil {
+		return nil, err
+	}
+	return func(at Place) bool {
+		if dead[at] {
+			return true
+		}
+		again, err := DeadLetterPlaces(ctx, brokers, adm, n, consumer)
+		if err != nil {
+			log.Warn("reading the dead letters again failed; the record is dead-lettered, perhaps a second time",
+				"consumer", consumer, "topic", at.Topic, "partition", at.Partition, "offset", at.Offset, "err", err)
+			return false
+		}
+		dead = again
+		return dead[at]
+	}, nil
 }
 
 // DeadLetterPlace is where dead letter r's record was consumed, as its

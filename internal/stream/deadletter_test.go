@@ -314,6 +314,37 @@ func TestADeadLetterGoesWhereDeadLetterAsSays(t *testing.T) {
 	})
 }
 
+// TestADeadLetterWrittenAfterTheFirstReadIsFound: the check a rebuild
+// makes before it dead-letters a record finds a dead letter the live
+// projector wrote after the check first read the topic.
+func TestADeadLetterWrittenAfterTheFirstReadIsFound(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	n := schemas.Naming{}
+	if err := kafka.EnsureTopics(ctx, f.prod, kafka.TopicSpec{Partitions: schemas.DeadLetterPartitions}, n.DeadLetterTopic("test.live")); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := DeadLetteredBy(ctx, f.brokers, kadm.NewClient(f.prod), n, "test.live", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := Place{topic, 1, 7}
+	if dead(at) {
+		t.Fatal("a place no dead letter names was found")
+	}
+	dl := DeadLetterRecord(n, "test.live", &kgo.Record{Topic: at.Topic, Partition: at.Partition, Offset: at.Offset, Value: []byte("poison")},
+		errors.New("cannot decode"), time.Now())
+	if err := f.prod.ProduceSync(ctx, dl).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if !dead(at) {
+		t.Fatal("the dead letter written after the first read was not found")
+	}
+	if dead(Place{topic, 1, 8}) {
+		t.Fatal("the next place was found too")
+	}
+}
+
 // A record whose dead letter is more than the dead-letter topic takes
 // (its own headers added, or a topic with a lower limit) is dead-lettered
 // without its value and headers (and its key, a long one here), saying
