@@ -342,7 +342,22 @@ func (c *Creator) softDuplicate(ctx context.Context, d Draft, orderID, cmdID uui
 		case err == nil:
 			c.releaseClaim(key, held) // the holder was refused: take its place
 		case errors.Is(err, ErrUndecided) && time.Since(time.Unix(since, 0)) > time.Minute:
-			c.releaseClaim(key, held) // never sent, it seems: take its place
+			// Undecided this long, its command may never have been sent,
+			// or wait on the log for a decider far behind (found by
+			// review: that let the duplicate through). Its place is taken
+			// only once the decider has read the log as far as it is now
+			// without finding the command there.
+			dec, found, err := c.Bus.DecisionOnceRead(ctx, otherCmd, nil, c.wait())
+			switch {
+			case err != nil:
+				return false, noop, fmt.Errorf("%w (order %s)", ErrClaimUndecided, other)
+			case found && dec.Accepted():
+				if d.Force {
+					return true, noop, nil
+				}
+				return false, noop, &DuplicateOrderError{OrderID: other}
+			}
+			c.releaseClaim(key, held) // refused, or never sent: take its place
 		case errors.Is(err, ErrUndecided):
 			// The other order's command is undecided, not this one's,
 			// which is not sent: a retry is a new attempt.

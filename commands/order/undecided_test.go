@@ -55,6 +55,64 @@ func TestACreateWhoseSameContentOrderIsUndecidedIsNotRecorded(t *testing.T) {
 	}
 }
 
+// TestAContentClaimUndecidedForAMinuteIsTakenOnlyWhenItsCommandIsNotOnTheLog:
+// a claim undecided for over a minute was taken as never sent. Its
+// command may be on the log, waiting for a decider far behind: taken
+// then, the same content was ordered twice (found by review).
+func TestAContentClaimUndecidedForAMinuteIsTakenOnlyWhenItsCommandIsNotOnTheLog(t *testing.T) {
+	for _, onLog := range []bool{true, false} {
+		name := map[bool]string{true: "a claim whose command is on the log, not yet read, is kept",
+			false: "a claim whose command is not on the log, read to its end, is taken"}[onLog]
+		t.Run(name, func(t *testing.T) {
+			bus := listening(t)
+			bus.Naming = schemas.Naming{}
+			topic := bus.Naming.Topic(schemas.TopicOrderCommands)
+			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(cluster.Close)
+			if bus.Producer, err = kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...)); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(bus.Producer.Close)
+			ctx := context.Background()
+			holder := Command{ID: uuid.New(), Kind: KindCreate, OrderID: uuid.New(), AccountID: uuid.New()}
+			if onLog {
+				rec, err := Record(bus.Naming, holder)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := bus.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rc := testenv.NewRedis(t)
+			prefix := "test" + testenv.RandomSuffix() + ":"
+			c := &Creator{Bus: bus, Redis: rc, Prefix: prefix, Log: slog.New(slog.DiscardHandler), Wait: 300 * time.Millisecond}
+			d := Draft{StoreID: uuid.New(), ContentHash: "same-content"}
+			key := prefix + "dup:" + d.StoreID.String() + ":" + d.ContentHash
+			claim := fmt.Sprintf("%s|%s|%d", holder.OrderID, holder.ID, time.Now().Add(-2*time.Minute).Unix())
+			if err := rc.Set(ctx, key, claim, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			mine := uuid.New()
+			_, release, err := c.softDuplicate(ctx, d, mine, uuid.New())
+			held, _ := rc.Get(ctx, key).Result()
+			if onLog {
+				if !errors.Is(err, ErrClaimUndecided) || held != claim {
+					t.Fatalf("the create went on (%v) with the claim %q; want ErrClaimUndecided and the holder's claim kept", err, held)
+				}
+				return
+			}
+			defer release()
+			if err != nil || len(held) < 36 || held[:36] != mine.String() {
+				t.Fatalf("the create was refused (%v) with the claim %q; want the claim taken", err, held)
+			}
+		})
+	}
+}
+
 // TestACommandOnTheLogWhoseWaitIsCutShortIsUndecided: the request's
 // context ends (a shutdown) after the command reached the log and before
 // its decision. The command will still be decided, so the error is
