@@ -24,7 +24,8 @@ import (
 //   - pod_consumer_lag{group, topic, partition}: records not yet committed
 //   - pod_topic_end_offset{topic, partition}: the log end offset
 //   - pod_lag_refresh_errors_total: refreshes that failed in part or whole
-//   - pod_lag_refreshed_timestamp_seconds: when the last refresh finished
+//   - pod_lag_refreshed_timestamp_seconds: when the last refresh that read
+//     every group's lag and every end offset finished
 //
 // A group whose lag cannot be read keeps its previous values, so a broker
 // hiccup does not look like a lag of zero.
@@ -75,7 +76,7 @@ func NewLag(reg prometheus.Registerer, adm *kadm.Client, groups, topics []string
 		}),
 		refreshed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pod_lag_refreshed_timestamp_seconds",
-			Help: "Unix time at which consumer lag and end offsets were last refreshed.",
+			Help: "Unix time at which consumer lag and end offsets were last refreshed in full (a refresh that failed in part leaves it).",
 		}),
 		lags: map[string][]lagPoint{},
 	}
@@ -173,10 +174,15 @@ func (l *Lag) Refresh(ctx context.Context) error {
 	}
 	l.ends = mergeEnds(l.ends, ends)
 	l.mu.Unlock()
+	// The time is that of the last refresh that read everything: one that
+	// failed in part keeps the figures it could not read as they were, and
+	// must not make them look fresh (found by review: with the brokers'
+	// admin APIs unreachable, the stale-lag alert could never fire).
 	if firstErr != nil {
 		l.errors.Inc()
+	} else {
+		l.refreshed.SetToCurrentTime()
 	}
-	l.refreshed.SetToCurrentTime()
 	return firstErr
 }
 

@@ -177,6 +177,10 @@ func TestLagKeepsLastValuesWhenTheBrokerIsGone(t *testing.T) {
 	if len(before) != 3 {
 		t.Fatalf("want 3 series, got %v", before)
 	}
+	refreshed := testutil.ToFloat64(lag.refreshed)
+	if refreshed == 0 {
+		t.Fatal("a refresh that read everything left no time")
+	}
 
 	f.cluster.Close()
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -189,6 +193,12 @@ func TestLagKeepsLastValuesWhenTheBrokerIsGone(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(lag.errors); n != 1 {
 		t.Fatalf("pod_lag_refresh_errors_total = %v, want 1", n)
+	}
+	// The figures kept are as old as the last refresh that read them, and
+	// say so: the stale-lag alert reads this time (found by review: a
+	// failed refresh set it too, and that alert could never fire).
+	if now := testutil.ToFloat64(lag.refreshed); now != refreshed {
+		t.Fatalf("pod_lag_refreshed_timestamp_seconds moved from %v to %v with a failed refresh", refreshed, now)
 	}
 }
 
