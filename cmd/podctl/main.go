@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,7 +52,7 @@ func openEnv(ctx context.Context) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
-	pool, err := pg.Open(ctx, cfg.DatabaseURL)
+	pool, err := pg.OpenMigrated(ctx, cfg.DatabaseURL, 8)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,10 @@ func openKafkaEnv(ctx context.Context) (*env, error) {
 	brokers, err := kafka.ResolveBrokers(e.cfg.KafkaBrokers, e.cfg.KafkaAddrFile())
 	if err == nil {
 		e.brokers = brokers
-		e.kafka, err = kafka.NewProducer(brokers, kgo.ClientID("podctl"))
+		// A record not on the log within produceWait fails the command
+		// (Kafka unreachable): with no such bound, a publish, an import
+		// or a dead letter's replay waited for good, saying nothing.
+		e.kafka, err = kafka.NewProducer(brokers, kgo.ClientID("podctl"), kgo.RecordDeliveryTimeout(produceWait))
 	}
 	if err != nil {
 		e.close()
@@ -83,6 +87,10 @@ func openKafkaEnv(ctx context.Context) (*env, error) {
 	}
 	return e, nil
 }
+
+// produceWait bounds how long podctl waits for a record it produces to
+// be on the log.
+const produceWait = 30 * time.Second
 
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

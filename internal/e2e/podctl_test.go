@@ -357,3 +357,40 @@ func TestAnArchivingImportWaitsForTheCatalogBeforeIt(t *testing.T) {
 		t.Fatalf("products after the archiving import: %v", statuses)
 	}
 }
+
+// TestPodctlRefusesAWrongDatabaseAndGivesUpOnAnUnreachableKafka (found by
+// review): podctl made and migrated whatever database DATABASE_URL named
+// (a typo made an account whose token works nowhere), and a publish to a
+// Kafka it could not reach waited for good, saying nothing.
+func TestPodctlRefusesAWrongDatabaseAndGivesUpOnAnUnreachableKafka(t *testing.T) {
+	waitsMostly(t)
+	bin := buildPodctl(t)
+	d := startDemo(t, fastPushes)
+
+	typo := strings.Replace(d.cfg.DatabaseURL, "pod_test_", "pod_typo_", 1)
+	r := runPodctl(t, bin, append(d.podctlEnv(), "DATABASE_URL="+typo), "account", "create", "--name", "typo")
+	if r.err == nil || !strings.Contains(r.stderr, "does not exist") {
+		t.Fatalf("account create on a database that does not exist: %v\nstdout %s\nstderr %s", r.err, r.stdout, r.stderr)
+	}
+	var made bool
+	name := typo[strings.LastIndex(typo, "/")+1:]
+	if err := d.app.Pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&made); err != nil || made {
+		t.Fatalf("database %s made by a refused command: %v (%v)", name, made, err)
+	}
+
+	// A port nothing listens on: the record never reaches a broker.
+	closed := testenv.FreeAddr(t)
+	v := d.variant(t, "ACTIVE", "tshirt")
+	o := create(t, d.client, tshirtOrder(v.VariantID, "unreachable-1", 1))
+	d.waitStatus(t, d.client, o.OrderID, schemas.StatusSuccess)
+	start := time.Now()
+	r = runPodctl(t, bin, append(d.podctlEnv(), "KAFKA_BROKERS="+closed), "fulfillment", "publish",
+		"--order", o.OrderID.String(), "--status", "SYNCED")
+	if r.err == nil {
+		t.Fatalf("a publish to an unreachable Kafka succeeded: %s", r.stdout)
+	}
+	if took := time.Since(start); took > 2*time.Minute {
+		t.Fatalf("the publish gave up after %s", took)
+	}
+	t.Logf("the publish gave up after %s: %s", time.Since(start).Round(time.Second), strings.TrimSpace(r.stderr))
+}

@@ -155,6 +155,60 @@ func Migrate(ctx context.Context, url string) error {
 	return nil
 }
 
+// OpenMigrated opens a pool on a database podsvc has made and migrated to
+// this build's schema, and refuses any other, changing nothing: an
+// operator's tool pointed at a mistyped DATABASE_URL must not make a
+// database of its own (an account made there holds a token that works
+// nowhere), nor migrate one under a fleet of another release.
+func OpenMigrated(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "3D000" { // invalid_catalog_name
+		return nil, fmt.Errorf("database %q does not exist: check DATABASE_URL (podsvc makes and migrates its database when it starts)", cfg.Database)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var have int32 = -1
+	var made bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&made); err != nil {
+		return nil, fmt.Errorf("read the schema version: %w", err)
+	}
+	if made {
+		if err := conn.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&have); err != nil {
+			return nil, fmt.Errorf("read the schema version: %w", err)
+		}
+	}
+	want, err := SchemaVersion()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !made:
+		return nil, fmt.Errorf("database %q has no schema of this service: check DATABASE_URL (podsvc migrates its database when it starts)", cfg.Database)
+	case have < want:
+		return nil, fmt.Errorf("database %q is at schema version %d, this build's is %d: start this release's podsvc on it first (it migrates it), or use the tool of the release running on it", cfg.Database, have, want)
+	case have > want:
+		return nil, fmt.Errorf("database %q is at schema version %d, newer than this build's %d: use the tool of the release running on it", cfg.Database, have, want)
+	}
+	return NewPool(ctx, url, maxConns)
+}
+
+// SchemaVersion is the version this build's migrations bring a database
+// to: the number of the last one.
+func SchemaVersion() (int32, error) {
+	names, err := fs.Glob(schemas.Migrations, "migrations/*.sql")
+	if err != nil {
+		return 0, fmt.Errorf("list embedded migrations: %w", err)
+	}
+	return int32(len(names)), nil
+}
+
 // IsUnavailable reports whether err means Postgres could not be reached
 // (connection refused, reset, shutting down), as opposed to a query error.
 func IsUnavailable(err error) bool {

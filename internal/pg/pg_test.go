@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,5 +87,69 @@ func TestUUIDRoundTrip(t *testing.T) {
 	}
 	if err := pool.QueryRow(ctx, `SELECT $1::uuid`, &b).Scan(&maybe); err != nil || maybe == nil || *maybe != b {
 		t.Fatalf("pointer: %v %v", maybe, err)
+	}
+}
+
+// TestOpenMigratedTakesOnlyThisBuildsSchema: an operator's tool opens a
+// database podsvc made and migrated to the build's schema, and refuses,
+// changing nothing, a missing database (a mistyped DATABASE_URL), one with
+// no schema, and one at another version (found by review: podctl made and
+// migrated whatever DATABASE_URL named).
+func TestOpenMigratedTakesOnlyThisBuildsSchema(t *testing.T) {
+	ctx := context.Background()
+	want, err := SchemaVersion()
+	if err != nil || want < 22 {
+		t.Fatalf("schema version %d (%v): the embedded migrations were not counted", want, err)
+	}
+	migrated := testenv.NewDatabase(t)
+	if err := Migrate(ctx, migrated); err != nil {
+		t.Fatal(err)
+	}
+	setVersion := func(v int32) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, migrated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `UPDATE schema_version SET version = $1`, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := strings.Replace(testenv.NewDatabase(t), "pod_test_", "pod_absent_", 1)
+	for _, tc := range []struct {
+		name    string
+		url     string
+		version int32
+		refusal string // "" for opened
+	}{
+		{"a database migrated to this build's schema is opened", migrated, want, ""},
+		{"a database that does not exist is refused", missing, want, "does not exist"},
+		{"a database with no schema is refused", testenv.NewDatabase(t), want, "has no schema"},
+		{"a database at an older schema is refused", migrated, want - 1, "start this release's podsvc"},
+		{"a database at a newer schema is refused", migrated, want + 1, "newer than this build's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setVersion(tc.version)
+			pool, err := OpenMigrated(ctx, tc.url, 2)
+			if tc.refusal == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				pool.Close()
+				return
+			}
+			if err == nil {
+				pool.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), tc.refusal) {
+				t.Fatalf("refused with %q, want it to say %q", err, tc.refusal)
+			}
+		})
+	}
+	// Nothing was made for the missing one.
+	if _, err := OpenMigrated(ctx, missing, 2); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("the missing database after the refusals: %v", err)
 	}
 }
