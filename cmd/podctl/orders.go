@@ -69,10 +69,12 @@ func fulfillmentCmd() *cobra.Command {
 			if !dec.Accepted() {
 				return fmt.Errorf("update %s was published and refused: %s: %s", u.ID, dec.Code, dec.Message)
 			}
-			// A status accepted and not taken is held in the order's state
-			// until a push succeeds (order.Hold); a SYNCED after FULFILLED
-			// is passed, not held.
-			held := u.Status != "" && dec.Status != schemas.StatusSynced && dec.Status != schemas.StatusFulfilled
+			// An update met while a push is unsettled is held in the
+			// order's state until a push succeeds (order.Hold), and its
+			// decision says so, tracking-only updates too (found by review:
+			// one was told from the order's status, and a held tracking
+			// number read as applied).
+			held := dec.Message == order.ErrHeld.Error()
 			if held {
 				fmt.Fprintf(cmd.ErrOrStderr(), "order %s is %s: the update is held, and applies when a push of the order succeeds\n", u.OrderID, dec.Status)
 			}

@@ -96,6 +96,12 @@ func TestReplayRebuildsIdenticalReadModels(t *testing.T) {
 		!strings.Contains(r.stdout, `"held": true`) || !strings.Contains(r.stderr, "the update is held") {
 		t.Fatalf("an update of a failed order: %v %q %q", r.err, r.stdout, r.stderr)
 	}
+	// A tracking-only update is held the same way, and said to be (found
+	// by review: it was told from the order's status, and read as applied).
+	if r := runPodctl(t, bin, env, "fulfillment", "publish", "--order", ids[2].String(), "--tracking-number", "TRK2", "--carrier", "DHL"); r.err != nil ||
+		!strings.Contains(r.stdout, `"held": true`) || !strings.Contains(r.stderr, "the update is held") {
+		t.Fatalf("a tracking-only update of a failed order: %v %q %q", r.err, r.stdout, r.stderr)
+	}
 	d.waitStatus(t, d.client, ids[0], "FULFILLED")
 	if r := d.client.Do("POST", "/v1/orders/pod/"+ids[2].String()+"/cancel", nil); r.Status != 200 {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
