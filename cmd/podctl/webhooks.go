@@ -53,6 +53,12 @@ func webhooksCmd() *cobra.Command {
 			"replays need them for 24 hours after the restart.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if wait <= 0 && !dryRun {
+				// Checked before anything is sent: each webhook's command
+				// waits for its decision (found by review: one was sent,
+				// then the wait of 0 failed the command).
+				return fmt.Errorf("--wait must be positive: each webhook's reseal waits for its decision")
+			}
 			ctx := cmd.Context()
 			open := openKafkaEnv
 			if dryRun {

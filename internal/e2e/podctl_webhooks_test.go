@@ -85,6 +85,7 @@ func TestPodctlWebhooksResealMovesSecretsToTheNewKey(t *testing.T) {
 		}
 	}
 	events := topicSize(t, a.Brokers, a.Naming.Topic(schemas.TopicWebhookEvents))
+	commands := topicSize(t, a.Brokers, a.Naming.Topic(schemas.TopicWebhookCommands))
 
 	env := d.podctlEnv()
 	reseal := func(ring string, args ...string) (podctlRun, resealRun) {
@@ -117,6 +118,17 @@ func TestPodctlWebhooksResealMovesSecretsToTheNewKey(t *testing.T) {
 		t.Fatalf("dry run: %v %+v\n%s", run.err, out, run.stderr)
 	}
 	unchanged("after the dry run")
+
+	// A wait of 0 is refused before any command is sent (found by review:
+	// one was sent, then the wait failed the run).
+	if r := runPodctl(t, bin, append(env, "POD_WEBHOOK_SECRET_KEY="+k1s+","+k0s), "webhooks", "reseal", "--wait", "0"); r.err == nil ||
+		!strings.Contains(r.stderr, "--wait must be positive") {
+		t.Fatalf("reseal --wait 0: %v\nstdout %s\nstderr %s", r.err, r.stdout, r.stderr)
+	}
+	if n := topicSize(t, a.Brokers, a.Naming.Topic(schemas.TopicWebhookCommands)); n != commands {
+		t.Fatalf("reseal --wait 0 sent %d webhook commands", n-commands)
+	}
+	unchanged("after the reseal with no wait")
 
 	// A ring without K0 opens nothing: podctl names both webhooks, fails,
 	// and changes nothing.
