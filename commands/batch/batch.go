@@ -216,18 +216,28 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, keep time.Duration) (int64, 
 	}
 }
 
+// Stored is what Store did: when the batch was created, and whether this
+// call made it (false: it was there already).
+type Stored struct {
+	CreatedAt time.Time
+	Made      bool
+}
+
 // Store records a batch of account's order bodies and the jobs that work
-// them, in one transaction, and returns when it was created. A batch id
-// stored before (a keyed request repeated after its answer was lost, whose
-// id derives from its Idempotency-Key) is left as it is.
-func Store(ctx context.Context, pool *pgxpool.Pool, id, account uuid.UUID, bodies [][]byte) (time.Time, error) {
+// them, in one transaction. A batch id stored before (a keyed request
+// repeated after its answer was lost, whose id derives from its
+// Idempotency-Key) is left as it is.
+func Store(ctx context.Context, pool *pgxpool.Pool, id, account uuid.UUID, bodies [][]byte) (Stored, error) {
 	var created time.Time
+	made := false
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		made = false
 		err := tx.QueryRow(ctx, `INSERT INTO order_batches (batch_id, account_id, total) VALUES ($1, $2, $3)
 			ON CONFLICT (batch_id) DO NOTHING RETURNING created_at`, id, account, len(bodies)).Scan(&created)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return tx.QueryRow(ctx, `SELECT created_at FROM order_batches WHERE batch_id = $1`, id).Scan(&created)
 		}
+		made = err == nil
 		if err != nil {
 			return err
 		}
@@ -251,7 +261,7 @@ func Store(ctx context.Context, pool *pgxpool.Pool, id, account uuid.UUID, bodie
 		w.Queue(b)
 		return tx.SendBatch(ctx, b).Close()
 	})
-	return created, err
+	return Stored{CreatedAt: created, Made: made && err == nil}, err
 }
 
 // Worker works batch items until its context ends. Instances share the

@@ -112,6 +112,25 @@ func TestABatchIsWorkedOnceThroughTheJobQueue(t *testing.T) {
 	}
 }
 
+// TestAStoreSaysWhetherItMadeTheBatch: the intake answers a batch made now
+// from what it stored, and only a repeat of its id reads the batch again.
+func TestAStoreSaysWhetherItMadeTheBatch(t *testing.T) {
+	ctx, pool, _, _ := listening(t)
+	id, account := uuid.New(), uuid.New()
+	first, err := Store(ctx, pool, id, account, [][]byte{[]byte(`{}`), []byte(`{}`)})
+	if err != nil || !first.Made || first.CreatedAt.IsZero() {
+		t.Fatalf("the first store: %+v, %v; want the batch made, with its time", first, err)
+	}
+	again, err := Store(ctx, pool, id, account, [][]byte{[]byte(`{}`), []byte(`{}`)})
+	if err != nil || again.Made || !again.CreatedAt.Equal(first.CreatedAt) {
+		t.Fatalf("the repeat: %+v, %v; want the batch found, made at %s", again, err, first.CreatedAt)
+	}
+	var items int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM order_batch_items WHERE batch_id = $1`, id).Scan(&items); err != nil || items != 2 {
+		t.Fatalf("%d items stored (%v), want 2", items, err)
+	}
+}
+
 // TestARoundIsWorkedWithinItsLease: an item is worked under a deadline
 // that leaves its run leased long enough to store the result, and that
 // gives it the longest an item's create can take.
