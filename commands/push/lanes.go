@@ -40,8 +40,9 @@ const (
 //     start within queueWindow at its call time: the claim leases the rest
 //     of its due pushes without working them (admit), to come due again
 //     when that lease ends, and gives back those it holds beyond that once
-//     its calls turn slow (shed), so the worker claims other stores'
-//     pushes instead. Other stores share what the worker holds (holding).
+//     its calls turn slow (shed; due again shedBack later), so the worker
+//     claims other stores' pushes instead. Other stores share what the
+//     worker holds (holding).
 //
 // A store's call time is the median of its last timedCalls calls (every
 // store's until one of its own has ended), or, when none of its calls has

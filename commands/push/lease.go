@@ -94,12 +94,13 @@ func (ls *leases) end(l *leased) {
 }
 
 // giveBack stops keeping held, pushes this worker leaves without having
-// started their calls (it stops), and gives their jobs back to the queue,
-// due at once (jobs.Return): the other workers take them now, not when
-// their leases end. A lease this worker no longer keeps (lost, expired) is
-// not given back; one another worker has taken since is left by the fence.
-// A return that fails leaves the jobs to their leases' end.
-func (ls *leases) giveBack(ctx context.Context, held []*leased) {
+// started their calls (it stops, or sheds a slow store's), and gives
+// their jobs back to the queue, due after after (jobs.Return): they are
+// worked then, not when their leases end. A lease this worker no longer
+// keeps (lost, expired) is not given back; one another worker has taken
+// since is left by the fence. A return that fails leaves the jobs to their
+// leases' end.
+func (ls *leases) giveBack(ctx context.Context, held []*leased, after time.Duration) {
 	var back []jobs.Job
 	ls.mu.Lock()
 	for _, l := range held {
@@ -114,7 +115,7 @@ func (ls *leases) giveBack(ctx context.Context, held []*leased) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackWait)
 	defer cancel()
-	if _, err := jobs.Return(rctx, ls.db, order.PushQueue, back); err != nil {
+	if _, err := jobs.Return(rctx, ls.db, order.PushQueue, back, after); err != nil {
 		ls.log.Warn("giving back pushes not started failed; they are worked again when their leases end", "pushes", len(back), "err", err)
 	}
 }

@@ -181,27 +181,28 @@ func Claim(ctx context.Context, tx pgx.Tx, queue string, n int, lease time.Durat
 }
 
 // returnLeased makes the jobs ($2) of queue $1 still under the lease a
-// claim or renewal set ($3) due at once, and announces the queue when it
-// made any.
+// claim or renewal set ($3) due $5 microseconds from now, and announces the
+// queue when it made any due at once.
 const returnLeased = `WITH back AS (
-		UPDATE jobs j SET due_at = now() FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease)
+		UPDATE jobs j SET due_at = now() + $5::bigint * interval '1 microsecond' FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, lease)
 		WHERE j.queue = $1 AND j.id = ANY($2) AND j.id = l.id AND j.due_at = l.lease RETURNING j.id),
-	told AS (SELECT pg_notify($4, $1) FROM (SELECT 1 FROM back LIMIT 1) AS first)
+	told AS (SELECT pg_notify($4, $1) FROM (SELECT 1 FROM back LIMIT 1) AS first WHERE $5::bigint = 0)
 	SELECT (SELECT count(*) FROM back), (SELECT count(*) FROM told)`
 
 // Return gives the leased jobs (with the due time their lease set, as
-// Claim or Renew returned them) back to queue, due at once, and announces
-// the queue: a worker that stops with jobs it has not started lets the
-// others take them now, rather than when their leases would end. A job
-// another worker has leased since, or that was ended or moved on, is left
-// as it is. It returns how many it gave back.
-func Return(ctx context.Context, db pg.Querier, queue string, leased []Job) (int, error) {
+// Claim or Renew returned them) back to queue, due after after, and
+// announces the queue when that is at once: a worker that stops with jobs
+// it has not started lets the others take them now, and one that sheds a
+// slow store's pushes lets them come back soon, rather than when their
+// leases would end. A job another worker has leased since, or that was
+// ended or moved on, is left as it is. It returns how many it gave back.
+func Return(ctx context.Context, db pg.Querier, queue string, leased []Job, after time.Duration) (int, error) {
 	if len(leased) == 0 {
 		return 0, nil
 	}
 	ids, leases := leaseColumns(leased)
 	var back, told int
-	rows, err := db.Query(ctx, returnLeased, queue, ids, leases, Notify)
+	rows, err := db.Query(ctx, returnLeased, queue, ids, leases, Notify, max(after, 0).Microseconds())
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&back, &told}, func() error { return nil })
 	}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -429,7 +430,7 @@ func TestALeaseIsGivenBackOnlyByItsHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, err := Return(ctx, pool, "q", leased)
+	n, err := Return(ctx, pool, "q", leased, 0)
 	if err != nil || n != 1 {
 		t.Fatalf("gave back %d jobs (%v), want 1", n, err)
 	}
@@ -441,4 +442,50 @@ func TestALeaseIsGivenBackOnlyByItsHolder(t *testing.T) {
 	if got := ids(claim(t, pool, 10, time.Hour)); !slices.Equal(got, sorted(back)) {
 		t.Fatalf("a claim after the return leased %v, want only the job given back, %v", got, back)
 	}
+}
+
+// TestALeaseGivenBackForLaterComesDueThen: a worker shedding a slow
+// store's pushes gives them back due a few seconds on, not at once (a
+// claim would take them straight back) nor at their lease's end (40 s
+// late when the store was not slow after all). Nothing is announced: the
+// jobs are not due yet.
+func TestALeaseGivenBackForLaterComesDueThen(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	back, ended, taken := uuid.New(), uuid.New(), uuid.New()
+	leased := leaseThenMove(t, pool, time.Hour, ended, taken, back)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `LISTEN `+Notify); err != nil {
+		t.Fatal(err)
+	}
+	const after = 2 * time.Second
+	before := time.Now()
+	if n, err := Return(ctx, pool, "q", leased, after); err != nil || n != 1 {
+		t.Fatalf("gave back %d jobs (%v), want 1", n, err)
+	}
+	if got := claim(t, pool, 10, time.Hour); len(got) != 0 {
+		t.Fatalf("a claim right after the return leased %v, want none: they come due after %s", ids(got), after)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if note, err := conn.Conn().WaitForNotification(wctx); err == nil {
+		t.Fatalf("the queue was announced (%q) for jobs not yet due", note.Payload)
+	}
+	var due time.Time
+	if err := pool.QueryRow(ctx, `SELECT due_at FROM jobs WHERE queue = 'q' AND id = $1`, back).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := before.Add(after-time.Second), time.Now().Add(after+time.Second); due.Before(lo) || due.After(hi) {
+		t.Fatalf("due at %s, want about %s after the return (%s)", due.Format(time.RFC3339Nano), after, before.Format(time.RFC3339Nano))
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := ids(claim(t, pool, 10, time.Hour)); !slices.Equal(got, sorted(back)) {
+			return fmt.Errorf("a claim leased %v, want the job given back, %v", got, back)
+		}
+		return nil
+	})
 }
