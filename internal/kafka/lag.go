@@ -80,6 +80,9 @@ func NewLag(reg prometheus.Registerer, adm *kadm.Client, groups, topics []string
 		}),
 		lags: map[string][]lagPoint{},
 	}
+	// Staleness counts from the process's start until a first refresh
+	// has read everything: read as 0, a new instance looked decades stale.
+	l.refreshed.SetToCurrentTime()
 	reg.MustRegister(l, l.errors, l.refreshed)
 	return l
 }
