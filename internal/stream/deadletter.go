@@ -259,6 +259,16 @@ type Place struct {
 // returns where each record it holds was consumed; none when the topic
 // does not exist.
 func DeadLetterPlaces(ctx context.Context, brokers []string, adm *kadm.Client, n schemas.Naming, consumer string) (map[Place]bool, error) {
+	places := map[Place]bool{}
+	_, err := readDeadLetterPlaces(ctx, brokers, adm, n, consumer, nil, places)
+	return places, err
+}
+
+// readDeadLetterPlaces adds to places those of the dead letters of
+// consumer from offsets from on (each partition's log start where from has
+// none) to the log end, and returns the ends it read to.
+func readDeadLetterPlaces(ctx context.Context, brokers []string, adm *kadm.Client, n schemas.Naming, consumer string,
+	from map[int32]int64, places map[Place]bool) (map[int32]int64, error) {
 	topic := n.DeadLetterTopic(consumer)
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
@@ -268,27 +278,31 @@ func DeadLetterPlaces(ctx context.Context, brokers []string, adm *kadm.Client, n
 	if err != nil {
 		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
-	places := map[Place]bool{}
-	var read error
+	read := map[int32]int64{}
+	var failed error
 	ends.Each(func(end kadm.ListedOffset) {
-		if read != nil || errors.Is(end.Err, kerr.UnknownTopicOrPartition) {
+		if failed != nil || errors.Is(end.Err, kerr.UnknownTopicOrPartition) {
 			return
 		}
-		if read = end.Err; read != nil {
+		if failed = end.Err; failed != nil {
 			return
 		}
 		start, _ := starts.Lookup(topic, end.Partition)
-		read = kafka.ReadPartition(ctx, brokers, topic, end.Partition, start.Offset, end.Offset, func(r *kgo.Record) error {
-			if at, ok := DeadLetterPlace(r); ok {
-				places[at] = true
-			}
-			return nil
-		})
+		at := max(start.Offset, from[end.Partition])
+		if at < end.Offset {
+			failed = kafka.ReadPartition(ctx, brokers, topic, end.Partition, at, end.Offset, func(r *kgo.Record) error {
+				if p, ok := DeadLetterPlace(r); ok {
+					places[p] = true
+				}
+				return nil
+			})
+		}
+		read[end.Partition] = end.Offset
 	})
-	if read != nil {
-		return nil, fmt.Errorf("read %s: %w", topic, read)
+	if failed != nil {
+		return nil, fmt.Errorf("read %s: %w", topic, failed)
 	}
-	return places, nil
+	return read, nil
 }
 
 // DeadLetteredBy returns a check of whether the record consumed at a place
@@ -300,7 +314,8 @@ func DeadLetterPlaces(ctx context.Context, brokers []string, adm *kadm.Client, n
 // a record a second time). A read that fails answers no, so the record is
 // dead-lettered (again, at worst).
 func DeadLetteredBy(ctx context.Context, brokers []string, adm *kadm.Client, n schemas.Naming, consumer string, log *slog.Logger) (func(Place) bool, error) {
-	dead, err := DeadLetterPlaces(ctx, brokers, adm, n, consumer)
+	dead := map[Place]bool{}
+	read, err := readDeadLetterPlaces(ctx, brokers, adm, n, consumer, nil, dead)
 	if err != nil {
 		return nil, err
 	}
@@ -308,16 +323,24 @@ func DeadLetteredBy(ctx context.Context, brokers []string, adm *kadm.Client, n s
 		if dead[at] {
 			return true
 		}
-		again, err := DeadLetterPlaces(ctx, brokers, adm, n, consumer)
+		// Only what was written since, and within deadLetteredWait: the
+		// caller holds its offset row locked meanwhile.
+		rctx, cancel := context.WithTimeout(ctx, deadLetteredWait)
+		defer cancel()
+		more, err := readDeadLetterPlaces(rctx, brokers, adm, n, consumer, read, dead)
 		if err != nil {
 			log.Warn("reading the dead letters again failed; the record is dead-lettered, perhaps a second time",
 				"consumer", consumer, "topic", at.Topic, "partition", at.Partition, "offset", at.Offset, "err", err)
 			return false
 		}
-		dead = again
+		read = more
 		return dead[at]
 	}, nil
 }
+
+// deadLetteredWait bounds DeadLetteredBy's read of the dead letters
+// written since its last.
+const deadLetteredWait = 10 * time.Second
 
 // DeadLetterPlace is where dead letter r's record was consumed, as its
 // pod-dlq-* headers name it; ok is false when a header is missing or
