@@ -200,9 +200,13 @@ func OpenMigrated(ctx context.Context, url string, maxConns int32) (*pgxpool.Poo
 }
 
 // SchemaVersion is the version this build's migrations bring a database
-// to: the number of the last one.
+// to: the number of migrations, as the migrator finds them.
 func SchemaVersion() (int32, error) {
-	names, err := fs.Glob(schemas.Migrations, "migrations/*.sql")
+	sub, err := fs.Sub(schemas.Migrations, "migrations")
+	if err != nil {
+		return 0, fmt.Errorf("open embedded migrations: %w", err)
+	}
+	names, err := migrate.FindMigrations(sub)
 	if err != nil {
 		return 0, fmt.Errorf("list embedded migrations: %w", err)
 	}
