@@ -101,15 +101,26 @@ func (ls *leases) end(l *leased) {
 // since is left by the fence. A return that fails leaves the jobs to their
 // leases' end.
 func (ls *leases) giveBack(ctx context.Context, held []*leased, after time.Duration) {
+	ls.returnJobs(ctx, ls.letGo(held), after)
+}
+
+// letGo stops keeping held and returns the jobs of those this worker still
+// kept, with their due times as last set (the fences), for returnJobs.
+func (ls *leases) letGo(held []*leased) []jobs.Job {
 	var back []jobs.Job
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	for _, l := range held {
 		if ls.held[l.job.ID] == l {
-			back = append(back, l.job) // its due time as last set: the fence
+			back = append(back, l.job)
 		}
 		ls.drop(l)
 	}
-	ls.mu.Unlock()
+	return back
+}
+
+// returnJobs gives back jobs letGo let go, due after after.
+func (ls *leases) returnJobs(ctx context.Context, back []jobs.Job, after time.Duration) {
 	if len(back) == 0 {
 		return
 	}

@@ -189,14 +189,16 @@ func (w *Worker) Run(ctx context.Context) {
 		if len(out) == 0 {
 			return
 		}
-		back := make([]*leased, len(out))
+		held := make([]*leased, len(out))
 		for i, c := range out {
-			back[i] = c.lease
-		}
-		w.leases.giveBack(ctx, back, shedBack)
-		for _, c := range out {
+			held[i] = c.lease
 			release(c.push.StoreID)
 		}
+		// The statement runs off the claim loop, which a slow Postgres
+		// (when stores turn slow) would hold up; the fences keep it right
+		// whenever it lands.
+		back := w.leases.letGo(held)
+		go w.leases.returnJobs(ctx, back, shedBack)
 	}
 	shedding := time.NewTicker(shedEvery)
 	defer shedding.Stop()
