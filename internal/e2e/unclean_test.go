@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,10 +34,17 @@ import (
 // local cluster (kill-node, start-node).
 func kafkaNode(t *testing.T, command string, node int32) {
 	t.Helper()
+	if err := kafkaNodeErr(command, node); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func kafkaNodeErr(command string, node int32) error {
 	out, err := exec.Command("bash", "../../deploy/local/kafka.sh", command, strconv.Itoa(int(node))).CombinedOutput()
 	if err != nil {
-		t.Fatalf("kafka.sh %s %d: %v\n%s", command, node, err, out)
+		return fmt.Errorf("kafka.sh %s %d: %v\n%s", command, node, err, out)
 	}
+	return nil
 }
 
 // TestALogCutBackByAnUncleanElectionIsReadOnFromTheCut cuts a log back on
@@ -51,7 +59,7 @@ func kafkaNode(t *testing.T, command string, node int32) {
 // the first 30 records of the cut log for records applied before).
 func TestALogCutBackByAnUncleanElectionIsReadOnFromTheCut(t *testing.T) {
 	brokers := realKafkaBrokers(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	topic := "t" + testenv.RandomSuffix() + ".cut"
 	u := newUncleanCut(t, ctx, brokers, topic)
@@ -78,12 +86,14 @@ func TestALogCutBackByAnUncleanElectionIsReadOnFromTheCut(t *testing.T) {
 		runCtx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = runner.Run(runCtx, c) }()
-		return func() { cancel(); <-done }
+		var once sync.Once
+		return func() { once.Do(func() { cancel(); <-done }) }
 	}
 	live, restarted := consumer(topic+".live"), consumer(topic+".restarted")
 	stopLive := start(live)
 	defer stopLive()
 	stopRestarted := start(restarted)
+	defer func() { stopRestarted() }() // the second run's, or this one's if the test ends first
 
 	produce := func(kind string, n int) {
 		t.Helper()
@@ -154,7 +164,6 @@ func TestALogCutBackByAnUncleanElectionIsReadOnFromTheCut(t *testing.T) {
 	// the stored offset as read would skip the first 30 of these.
 	produce("after", 60)
 	stopRestarted = start(restarted)
-	defer stopRestarted()
 	testenv.Eventually(t, 2*time.Minute, applied("after", 60))
 	if next, _ := storedOffsets(); !slices.Equal(next, []int64{80, 80}) {
 		t.Fatalf("stored offsets %v after the cut log was read, want 80 for each consumer", next)
@@ -178,7 +187,7 @@ func TestALogCutBackByAnUncleanElectionIsReadOnFromTheCut(t *testing.T) {
 // the client checks on its own: the test then checks that path.
 func TestTheWebhookSenderDeliversWhatACutLogTookNew(t *testing.T) {
 	brokers := realKafkaBrokers(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	rc := newReceiver(t)
 	var u *uncleanCut
@@ -321,12 +330,17 @@ func newUncleanCut(t *testing.T, ctx context.Context, brokers []string, topic st
 	ids := meta.Brokers.NodeIDs()
 	slices.Sort(ids)
 	u := &uncleanCut{ctx: ctx, cl: cl, adm: adm, topic: topic, a: ids[0], b: ids[1], c: ids[2]}
-	// Whatever happens, the cluster is whole again before the next test.
+	// Whatever happens, the cluster is whole again before the next test:
+	// every step is tried, whichever failed before it.
 	t.Cleanup(func() {
 		for _, n := range []int32{u.a, u.b} {
-			kafkaNode(t, "start-node", n)
+			if err := kafkaNodeErr("start-node", n); err != nil {
+				t.Errorf("the cluster is not whole again: %v", err)
+			}
 		}
-		testenv.Eventually(t, 3*time.Minute, func() error { return inSync(brokers) })
+		if err := testenv.Poll(3*time.Minute, func() error { return inSync(brokers) }); err != nil {
+			t.Errorf("the cluster is not back in sync: %v", err)
+		}
 		podtest.DropPrefixed(t, brokers, topic)
 	})
 	return u
