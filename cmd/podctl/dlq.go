@@ -162,7 +162,7 @@ type DeadLetter struct {
 	Dropped  int64 `json:"dropped_bytes,omitempty"`
 	Replayed bool  `json:"replayed"`
 	// Skipped says why a replay passes the dead letter without putting it
-	// back, when that follows from the dead letter alone (alsoReadBy,
+	// back, when that follows from the dead letter and its record (putBack,
 	// refusedCreate), as the replay's own line does; replayed is false for
 	// it (found by review: such a dead letter, passed, was listed as
 	// replayed).
@@ -192,9 +192,15 @@ func (d *dlqEnv) list(ctx context.Context, consumer string, w, errw io.Writer) e
 		}
 		err = d.read(ctx, c, 0, end, func(r *kgo.Record) error {
 			at, _ := stream.DeadLetterPlace(r)
-			skipped := refusedCreate(c, r)
-			if other := alsoReadBy(d.naming, c, at.Topic); other != "" {
-				skipped = fmt.Sprintf("%s reads %s too and would take it again", other, at.Topic)
+			// As a replay judges it, the record read back from its topic
+			// when the dead letter could not hold it whole; when that read
+			// fails, only the replay can tell.
+			skipped := ""
+			if out, why, err := d.putBack(ctx, c, at.Topic, r); err == nil {
+				skipped = why
+				if out != nil {
+					skipped = refusedCreate(c, out)
+				}
 			}
 			return enc.Encode(DeadLetter{
 				Consumer: c, DLQOffset: r.Offset,
