@@ -413,6 +413,21 @@ func TestALeaseIsRenewedOnlyWhileItsHolderStillHasIt(t *testing.T) {
 	}
 }
 
+// listen is a connection of pool listening on Notify, released when the
+// test ends.
+func listen(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	conn, err := pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(context.Background(), `LISTEN `+Notify); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // TestALeaseIsGivenBackOnlyByItsHolder: Return makes the jobs still under
 // the lease it names due at once and announces the queue; a job another
 // worker has leased since, or that was ended, is left as it is.
@@ -421,14 +436,7 @@ func TestALeaseIsGivenBackOnlyByItsHolder(t *testing.T) {
 	ctx := context.Background()
 	back, ended, taken := uuid.New(), uuid.New(), uuid.New()
 	leased := leaseThenMove(t, pool, time.Hour, ended, taken, back)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `LISTEN `+Notify); err != nil {
-		t.Fatal(err)
-	}
+	conn := listen(t, pool)
 
 	n, err := Return(ctx, pool, "q", leased, 0)
 	if err != nil || n != 1 {
@@ -454,14 +462,7 @@ func TestALeaseGivenBackForLaterComesDueThen(t *testing.T) {
 	ctx := context.Background()
 	back, ended, taken := uuid.New(), uuid.New(), uuid.New()
 	leased := leaseThenMove(t, pool, time.Hour, ended, taken, back)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `LISTEN `+Notify); err != nil {
-		t.Fatal(err)
-	}
+	conn := listen(t, pool)
 	const after = 2 * time.Second
 	before := time.Now()
 	if n, err := Return(ctx, pool, "q", leased, after); err != nil || n != 1 {
