@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/catalog"
+	"github.com/printpod/pod/internal/pg"
 	catalogrm "github.com/printpod/pod/projections/catalog"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -30,9 +31,12 @@ func catalogCmd() *cobra.Command {
 			"account, or a product or variant of another store or product, is refused\n" +
 			"and nothing is published. A product left out of a file stays as it was, unless\n" +
 			"--archive-missing is given: then each product of the file's stores that the\n" +
-			"catalog holds and the file does not list is archived (no longer orderable); the\n" +
-			"import first waits (up to --wait, two minutes if 0) until the catalog projection has\n" +
-			"applied every catalog event published before, so it knows every such product.",
+			"catalog holds and the file does not list is archived (no longer orderable).\n" +
+			"Both checks read the catalog projection: the import first waits (up to --wait,\n" +
+			"two minutes if 0 with --archive-missing) until it has applied every catalog event\n" +
+			"published before. With --wait 0 and no --archive-missing it does not wait, and the\n" +
+			"owners are checked on the projection as it is. One import of an account runs at a\n" +
+			"time; a second is refused while the first runs.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(account)
@@ -67,10 +71,25 @@ func catalogCmd() *cobra.Command {
 				}
 				_ = bar.Set(done)
 			}
-			if archive {
-				// What to archive is read from the catalog projection: it
-				// must hold every product published so far, or one a
-				// previous import just added would be missed.
+			// One import of an account at a time: two of one store
+			// interleaved their events, each checked against a
+			// projection without the other's, and the store ended as a
+			// mix of both files (found by review).
+			unlock, held, err := pg.TryLock(cmd.Context(), e.pool, "podctl.catalog-import "+id.String())
+			if err != nil {
+				return err
+			}
+			if !held {
+				return fmt.Errorf("nothing was published: another catalog import of account %s is running; run this one once it has ended", id)
+			}
+			defer unlock()
+			if archive || wait > 0 {
+				// Who owns a store, product or variant, and what to
+				// archive, are read from the catalog projection: it must
+				// hold every event published so far, or an item another
+				// import just published would be missed (found by review:
+				// another account's store, not projected yet, passed the
+				// owner check, and the projector dropped this file's).
 				limit := wait
 				if limit <= 0 {
 					limit = 2 * time.Minute
@@ -79,7 +98,7 @@ func catalogCmd() *cobra.Command {
 					return catalogrm.WaitCaughtUp(ctx, e.pool, e.kafka, e.cfg.Naming())
 				})
 				if err != nil {
-					return fmt.Errorf("nothing was published: --archive-missing needs the catalog projection caught up, but %w "+
+					return fmt.Errorf("nothing was published: the import checks the catalog projection, caught up, but %w "+
 						"(is podsvc with the projector role running?)", err)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
+	"github.com/google/uuid"
 	"github.com/printpod/pod/commands/catalog"
 	"github.com/printpod/pod/internal/testenv"
 	catalogrm "github.com/printpod/pod/projections/catalog"
@@ -393,4 +394,57 @@ func TestPodctlRefusesAWrongDatabaseAndGivesUpOnAnUnreachableKafka(t *testing.T)
 		t.Fatalf("the publish gave up after %s", took)
 	}
 	t.Logf("the publish gave up after %s: %s", time.Since(start).Round(time.Second), strings.TrimSpace(r.stderr))
+}
+
+// TestAnImportChecksOwnersOnACaughtUpCatalogOneAtATime (found by review):
+// the owner check read the catalog projection as it was, so a store
+// another account had just published, not projected yet, passed it, and
+// the projector then dropped this file's store with "projected: true"
+// printed; and two imports of one account interleaved their events.
+func TestAnImportChecksOwnersOnACaughtUpCatalogOneAtATime(t *testing.T) {
+	waitsMostly(t)
+	bin := buildPodctl(t)
+	d := startDemo(t)
+	env := d.podctlEnv()
+	first, _ := d.newAccount(t, "first-owner")
+	second, _ := d.newAccount(t, "second-owner")
+	store := uuid.New()
+	path := filepath.Join(t.TempDir(), "shared-store.json")
+	if err := os.WriteFile(path, []byte(`{"stores":[{"store_id":"`+store.String()+`","name":"Shared","shop_domain":"shared.myshopify.com","status":"ACTIVE",
+		"products":[{"title":"Tee","status":"ACTIVE","variants":[{"title":"M","sku":"T-M","price":"20","category":"tshirt"}]}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	imp := func(account uuid.UUID, args ...string) podctlRun {
+		t.Helper()
+		return runPodctl(t, bin, env, append([]string{"catalog", "import", "--quiet", "--account", account.String()}, append(args, path)...)...)
+	}
+
+	release := stallProjector(t, d, "stores")
+	if r := imp(first, "--wait", "0"); r.err != nil {
+		t.Fatalf("the first owner's import: %v\n%s", r.err, r.stderr)
+	}
+	// The projection has not applied the first owner's store: the second
+	// import waits for it rather than check owners without it.
+	if r := imp(second, "--wait", "3s"); r.err == nil || !strings.Contains(r.stderr, "nothing was published") {
+		t.Fatalf("an import while the catalog projection lags: %v\nstdout %s\nstderr %s", r.err, r.stdout, r.stderr)
+	}
+	release()
+	if r := imp(second); r.err == nil || !strings.Contains(r.stderr, "belong elsewhere") {
+		t.Fatalf("an import of another account's store: %v\nstdout %s\nstderr %s", r.err, r.stdout, r.stderr)
+	}
+
+	// An import of an account already under way (its lock held here).
+	conn, err := d.app.Pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var held bool
+	if err := conn.QueryRow(t.Context(), `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`,
+		"podctl.catalog-import "+first.String()).Scan(&held); err != nil || !held {
+		t.Fatalf("take the import lock: %v %v", held, err)
+	}
+	if r := imp(first); r.err == nil || !strings.Contains(r.stderr, "another catalog import of account") {
+		t.Fatalf("an import while another of the account runs: %v\nstdout %s\nstderr %s", r.err, r.stdout, r.stderr)
+	}
 }
