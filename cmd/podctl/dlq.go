@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/printpod/pod/commands/order"
+	"github.com/printpod/pod/commands/webhook"
 	"github.com/printpod/pod/delivery"
 	"github.com/printpod/pod/internal/kafka"
 	"github.com/printpod/pod/internal/pg"
@@ -328,14 +329,23 @@ func (d *dlqEnv) putBack(ctx context.Context, consumer, topic string, r *kgo.Rec
 // put back, or "": it was refused as it was dead-lettered, and its client
 // told the order was not created. Put back once that refusal is pruned
 // (order.DecisionRetention), it would make the order after all.
+//
+// A client's webhook change the webhook decider dead-lettered is refused
+// the same way (webhook.Decider.Refuse), and passed for the same reason.
 func refusedCreate(consumer string, rec *kgo.Record) string {
 	var c struct {
 		Kind string `json:"kind"`
 	}
-	if consumer != order.DeciderName || json.Unmarshal(rec.Value, &c) != nil || c.Kind != order.KindCreate {
+	if json.Unmarshal(rec.Value, &c) != nil {
 		return ""
 	}
-	return "an order create is refused as it is dead-lettered (its client was told the order was not created); put back, it would make the order once the refusal is pruned"
+	switch {
+	case consumer == order.DeciderName && c.Kind == order.KindCreate:
+		return "an order create is refused as it is dead-lettered (its client was told the order was not created); put back, it would make the order once the refusal is pruned"
+	case consumer == webhook.DeciderName && webhook.RefusedDeadLettered(c.Kind):
+		return "a webhook change is refused as it is dead-lettered (its client was told it was not applied); put back, it would apply once the refusal is pruned"
+	}
+	return ""
 }
 
 // sticksAnOrder says why a dead letter of the fan-out must not go back to

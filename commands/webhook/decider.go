@@ -45,8 +45,35 @@ type Decider struct {
 
 // Consumer is the decider's stream consumer.
 func (d *Decider) Consumer() stream.Consumer {
+	rt := decider.Runtime[Command, *clientHooks, Decision]{Model: d, Decisions: Decisions}
 	return stream.Consumer{Name: DeciderName, Topics: []string{d.Naming.Topic(schemas.TopicWebhookCommands)},
-		Handle: decider.Runtime[Command, *clientHooks, Decision]{Model: d, Decisions: Decisions}.Handle, MaxBatch: 500}
+		Handle: rt.Handle, OnDeadLetter: rt.DeadLettered, MaxBatch: 500}
+}
+
+// RefusedDeadLettered says whether a command of kind is refused for good
+// when its record is dead-lettered (Decider.Refuse): a client's change.
+func RefusedDeadLettered(kind string) bool {
+	switch kind {
+	case KindCreate, KindUpdate, KindDelete, KindRotate:
+		return true
+	}
+	return false
+}
+
+// Refuse refuses a client's change whose record was dead-lettered
+// (decider.Refuser): the request that sent it, waiting, is answered that
+// it was not applied, rather than told it will be (found by review: a 503
+// said so, and a repeat sent the command to be dead-lettered again). An
+// automatic disable or a reseal is left to a replay of the dead letter:
+// its id derives from what it is about, so its next sending would find a
+// refusal and never apply.
+func (d *Decider) Refuse(c Command, cause error) (Decision, bool) {
+	if !RefusedDeadLettered(c.Kind) {
+		return Decision{}, false
+	}
+	return Decision{CommandID: c.ID, WebhookID: c.WebhookID, Code: schemas.CodeInternal,
+		Message:   "the webhook change was not applied: the service could not apply it (an internal error, logged)",
+		DecidedAt: time.Now().UTC().Truncate(time.Microsecond)}, true
 }
 
 const webhookColumns = `id, account_id, url, description, topics, is_active, disabled_reason, gen, secret,

@@ -2,15 +2,22 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/printpod/pod/internal/codec"
+	"github.com/printpod/pod/internal/decider"
+	"github.com/printpod/pod/internal/pgtest"
 	"github.com/printpod/pod/internal/secretbox"
 	"github.com/printpod/pod/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestDecide(t *testing.T) {
@@ -281,6 +288,63 @@ func TestAResealThisPodsvcCannotOpenIsRefused(t *testing.T) {
 			}
 			if !tc.accepted && (out.Decision.Code != schemas.CodeValidation || out.Changed) {
 				t.Fatalf("a refused reseal: code %q, changed %v", out.Decision.Code, out.Changed)
+			}
+		})
+	}
+}
+
+// TestADeadLetteredChangeIsRefusedAndAnnounced: a client's webhook change
+// whose record is dead-lettered is refused for good, recorded and
+// announced, so the request waiting for it is answered (found by review:
+// it waited, then was told the change would still be applied). An
+// automatic disable is left to a replay of its dead letter.
+func TestADeadLetteredChangeIsRefusedAndAnnounced(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	rt := decider.Runtime[Command, *clientHooks, Decision]{Model: &Decider{}, Decisions: Decisions}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `LISTEN `+NotifyDecided); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		kind    string
+		refused bool
+	}{
+		{"a create is refused", KindCreate, true},
+		{"an update is refused", KindUpdate, true},
+		{"an automatic disable is left to a replay", KindDisable, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Command{ID: uuid.New(), Kind: tc.kind, AccountID: uuid.New(), WebhookID: uuid.New()}
+			value, err := codec.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				return rt.DeadLettered(ctx, tx, &kgo.Record{Value: value}, errors.New("cannot apply"))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var code *string
+			err = pool.QueryRow(ctx, `SELECT error_code FROM webhook_decisions WHERE command_id = $1`, c.ID).Scan(&code)
+			switch {
+			case !tc.refused && errors.Is(err, pgx.ErrNoRows):
+				return
+			case err != nil || !tc.refused:
+				t.Fatalf("decision: %v, %v; want refused %v", code, err, tc.refused)
+			case code == nil || *code != schemas.CodeInternal:
+				t.Fatalf("decision code %v, want %s", code, schemas.CodeInternal)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			note, err := conn.Conn().WaitForNotification(wctx)
+			if err != nil || !strings.HasPrefix(note.Payload, c.ID.String()) {
+				t.Fatalf("announcement %v (%v), want the refusal of %s", note, err, c.ID)
 			}
 		})
 	}
