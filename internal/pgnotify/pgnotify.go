@@ -199,8 +199,12 @@ func decide[T any](ctx context.Context, l *Listener, channel, key string, wait t
 	ch, cancel := l.Subscribe(channel, key)
 	defer cancel()
 	if lookFirst {
-		if v, ok, err := a.Load(ctx); err != nil || ok {
-			return v, err
+		// A look that fails is no answer, and no reason to give up: the
+		// command is sent, and one decided before is announced again by
+		// its decider when met once more (found by review: a moment's
+		// database error failed the request without sending).
+		if v, ok, err := a.Load(ctx); err == nil && ok {
+			return v, nil
 		}
 	}
 	if err := send(ctx); err != nil {

@@ -2,6 +2,7 @@ package pgnotify
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -14,7 +15,8 @@ import (
 
 // TestAnnouncedValueNeedsNoLookup: a decision announced with its content
 // reaches the waiter without a read of the database; one announced by key
-// alone is looked up.
+// alone is looked up; and a first look that fails does not keep the
+// command from being sent.
 func TestAnnouncedValueNeedsNoLookup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -75,5 +77,21 @@ func TestAnnouncedValueNeedsNoLookup(t *testing.T) {
 				t.Errorf("%d loads, want %d", n, tc.loads)
 			}
 		})
+	}
+
+	// A first look that fails does not end the request: the command is
+	// sent, and its decision awaited.
+	sent := 0
+	failing := Announcement[string]{
+		Load:  func(context.Context) (string, bool, error) { return "", false, errors.New("the database blinked") },
+		Parse: func(v string) (string, bool) { return "parsed " + v, true },
+	}
+	got, err := Decide(ctx, l, "decided", "cmd-3", 10*time.Second, failing, func(ctx context.Context) error {
+		sent++
+		_, err := pool.Exec(ctx, `SELECT pg_notify('decided', 'cmd-3 accepted')`)
+		return err
+	})
+	if err != nil || got != "parsed accepted" || sent != 1 {
+		t.Fatalf("after a failed first look: %q, %v, sent %d times; want the decision, sent once", got, err, sent)
 	}
 }
