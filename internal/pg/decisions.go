@@ -57,8 +57,26 @@ func (d Decisions) QueueAnnounce(b *pgx.Batch, ids, values []string) {
 		FROM unnest($2::text[], $3::text[]) AS a(id, v)`, d.Notify, ids, values)
 }
 
-// Prune drops decisions older than keep.
+// Prune drops decisions older than keep, PruneRun at a time, oldest
+// first. Each run commits on its own (found by review: one statement over
+// an hour's worth at 1,000 orders/s, millions of rows, held its locks and
+// its snapshot for as long, and widened the moment in which a command
+// sent again finds its decision, skips deciding it, and sees it deleted
+// before its waiter reads it; the retention keeps that moment rare).
 func (d Decisions) Prune(ctx context.Context, pool *pgxpool.Pool, keep time.Duration) error {
-	_, err := pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{d.Table}.Sanitize()+` WHERE decided_at < now() - $1::interval`, keep.String())
-	return err
+	table := pgx.Identifier{d.Table}.Sanitize()
+	for {
+		tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE command_id IN (
+			SELECT command_id FROM `+table+` WHERE decided_at < now() - $1::interval ORDER BY decided_at LIMIT $2)`,
+			keep.String(), PruneRun)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() < PruneRun {
+			return nil
+		}
+	}
 }
+
+// PruneRun is how many decisions one statement of Prune deletes.
+const PruneRun = 5000

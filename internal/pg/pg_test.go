@@ -153,3 +153,35 @@ func TestOpenMigratedTakesOnlyThisBuildsSchema(t *testing.T) {
 		t.Fatalf("the missing database after the refusals: %v", err)
 	}
 }
+
+// TestPruneDropsOldDecisionsInRuns: every decision older than the
+// retention goes, over several runs of PruneRun, and none younger.
+func TestPruneDropsOldDecisionsInRuns(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.NewDatabase(t)
+	if err := Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := NewPool(ctx, url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	old := 2*PruneRun + 17
+	if _, err := pool.Exec(ctx, `INSERT INTO order_decisions (command_id, order_id, version, decided_at)
+		SELECT gen_random_uuid(), gen_random_uuid(), 1, now() - interval '8 days' - g * interval '1 second' FROM generate_series(1, $1) AS g
+		UNION ALL SELECT gen_random_uuid(), gen_random_uuid(), 1, now() - interval '6 days' FROM generate_series(1, 10)`, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Decisions{Table: "order_decisions"}).Prune(ctx, pool, 7*24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var left, young int
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE decided_at > now() - interval '7 days') FROM order_decisions`).
+		Scan(&left, &young); err != nil {
+		t.Fatal(err)
+	}
+	if left != 10 || young != 10 {
+		t.Fatalf("%d decisions left, %d of them younger than the retention; want the 10 young ones", left, young)
+	}
+}
