@@ -69,12 +69,20 @@ func StoreID(account uuid.UUID, shopDomain string) uuid.UUID {
 var fileOptions = jsonv2.JoinOptions(json.DefaultOptionsV1(), jsonv2.RejectUnknownMembers(true),
 	jsonv2.MatchCaseInsensitiveNames(false), jsontext.AllowDuplicateNames(false))
 
+// maxFileBytes bounds a catalog file (found by review: any size was read
+// whole into memory). Each product's event is bounded on its own
+// (MaxEventBytes).
+var maxFileBytes int64 = 256 << 20
+
 // Parse reads and validates a catalog file. Every problem is reported, each
 // with its JSON path.
 func Parse(r io.Reader) (File, error) {
-	b, err := io.ReadAll(r)
+	b, err := io.ReadAll(io.LimitReader(r, maxFileBytes+1))
 	if err != nil {
 		return File{}, fmt.Errorf("catalog file: %w", err)
+	}
+	if int64(len(b)) > maxFileBytes {
+		return File{}, fmt.Errorf("catalog file: larger than %d MiB: split it, a store or a few per file", maxFileBytes>>20)
 	}
 	var f File
 	if err := jsonv2.Unmarshal(b, &f, fileOptions); err != nil {

@@ -100,6 +100,20 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestParseRefusesAFileOverItsLimit: a file over maxFileBytes is refused
+// without being read whole; one at the limit is read (and validated).
+func TestParseRefusesAFileOverItsLimit(t *testing.T) {
+	file := `{"stores":[]}` + strings.Repeat(" ", 64)
+	defer func(was int64) { maxFileBytes = was }(maxFileBytes)
+	maxFileBytes = int64(len(file))
+	if _, err := Parse(strings.NewReader(file)); err != nil && strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("a file at the limit: %v, want it read", err)
+	}
+	if _, err := Parse(strings.NewReader(file + " ")); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("a file a byte over the limit: %v, want it refused for its size", err)
+	}
+}
+
 // TestParseRefusesWhatItWouldDrop: a file is read whole and exactly, as
 // with --archive-missing a product the parser drops is archived. Found by
 // review: a repeated key kept only its last list, and a second document
