@@ -400,7 +400,15 @@ func TestPoisonRecordsAreDeadLettered(t *testing.T) {
 	if err := adm.CommitAllOffsets(ctx, group, offs); err != nil {
 		t.Fatal(err)
 	}
-	if ls := list("--consumer", "webhook-decider"); len(ls) != 2 || !ls[0].Replayed || ls[1].Replayed {
+	// Dead letter 0, below that position, is a webhook create: refused as
+	// it was dead-lettered (its request answered), so listed as skipped,
+	// not replayed.
+	var webhookCode string
+	if err := d.app.Pool.QueryRow(ctx, `SELECT coalesce(error_code, '') FROM webhook_decisions WHERE command_id = $1`, webhookCmd["id"]).
+		Scan(&webhookCode); err != nil || webhookCode != schemas.CodeInternal {
+		t.Fatalf("the dead-lettered webhook create's decision: %q (%v), want its refusal, %s", webhookCode, err, schemas.CodeInternal)
+	}
+	if ls := list("--consumer", "webhook-decider"); len(ls) != 2 || ls[0].Replayed || !strings.Contains(ls[0].Skipped, "refused") || ls[1].Replayed {
 		t.Fatalf("dlq list under the previous release's position: %+v", ls)
 	}
 	webhookReplay := func(args ...string) podctlRun {
