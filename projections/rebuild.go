@@ -283,18 +283,23 @@ func (b *rebuilding) until(ctx context.Context, phase Phase, target func(context
 		if err != nil {
 			return false, err
 		}
+		was := b.applied
 		b.applied = sum(have)
 		b.report(phase)
 		if stream.Reached(have, want) {
 			return true, nil
 		}
+		if b.applied > was {
+			return false, nil // on its way: no log start to read
+		}
 		return false, b.pastGone(ctx, have, want)
 	})
 }
 
-// pastGone moves the rebuild's offset of each partition whose records
-// below want are all gone (retention deleted up to or past it: its log
-// starts there) to where its log starts. The rebuild would never reach
+// pastGone, asked only while the rebuild makes no progress (a partition
+// with nothing left to read stops it), moves the rebuild's offset of each
+// partition whose records below want are all gone (retention deleted up
+// to or past it: its log starts there) to where its log starts. The rebuild would never reach
 // want there, having no record left to apply: a partition retention
 // emptied (a quiet store's, after POD_KAFKA_RETENTION) held a replay told
 // to go on from a truncated log until its --wait ended, every run.
