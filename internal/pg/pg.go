@@ -165,38 +165,41 @@ func OpenMigrated(ctx context.Context, url string, maxConns int32) (*pgxpool.Poo
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	pool, err := NewPool(ctx, url, maxConns)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "3D000" { // invalid_catalog_name
 		return nil, fmt.Errorf("database %q does not exist: check DATABASE_URL (podsvc makes and migrates its database when it starts)", cfg.Database)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connect to postgres: %w", err)
+		return nil, err
 	}
-	defer conn.Close(ctx)
-	var have int32 = -1
+	refuse := func(format string, args ...any) (*pgxpool.Pool, error) {
+		pool.Close()
+		return nil, fmt.Errorf("database %q "+format, append([]any{cfg.Database}, args...)...)
+	}
+	have := int32(-1) // no schema of this service
 	var made bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&made); err != nil {
-		return nil, fmt.Errorf("read the schema version: %w", err)
+	err = pool.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&made)
+	if err == nil && made {
+		err = pool.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&have)
 	}
-	if made {
-		if err := conn.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&have); err != nil {
-			return nil, fmt.Errorf("read the schema version: %w", err)
-		}
+	if err != nil {
+		return refuse("schema version unreadable: %v", err)
 	}
 	want, err := SchemaVersion()
 	if err != nil {
+		pool.Close()
 		return nil, err
 	}
 	switch {
-	case !made:
-		return nil, fmt.Errorf("database %q has no schema of this service: check DATABASE_URL (podsvc migrates its database when it starts)", cfg.Database)
+	case have < 0:
+		return refuse("has no schema of this service: check DATABASE_URL (podsvc migrates its database when it starts)")
 	case have < want:
-		return nil, fmt.Errorf("database %q is at schema version %d, this build's is %d: start this release's podsvc on it first (it migrates it), or use the tool of the release running on it", cfg.Database, have, want)
+		return refuse("is at schema version %d, this build's is %d: start this release's podsvc on it first (it migrates it), or use the tool of the release running on it", have, want)
 	case have > want:
-		return nil, fmt.Errorf("database %q is at schema version %d, newer than this build's %d: use the tool of the release running on it", cfg.Database, have, want)
+		return refuse("is at schema version %d, newer than this build's %d: use the tool of the release running on it", have, want)
 	}
-	return NewPool(ctx, url, maxConns)
+	return pool, nil
 }
 
 // SchemaVersion is the version this build's migrations bring a database
