@@ -229,18 +229,17 @@ type Stored struct {
 // Idempotency-Key) is left as it is.
 func Store(ctx context.Context, pool *pgxpool.Pool, id, account uuid.UUID, bodies [][]byte) (Stored, error) {
 	var created time.Time
-	made := false
+	var made bool
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		made = false
 		err := tx.QueryRow(ctx, `INSERT INTO order_batches (batch_id, account_id, total) VALUES ($1, $2, $3)
 			ON CONFLICT (batch_id) DO NOTHING RETURNING created_at`, id, account, len(bodies)).Scan(&created)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return tx.QueryRow(ctx, `SELECT created_at FROM order_batches WHERE batch_id = $1`, id).Scan(&created)
 		}
-		made = err == nil
 		if err != nil {
 			return err
 		}
+		made = true
 		rows := make([][]any, len(bodies))
 		for i, body := range bodies {
 			rows[i] = []any{id, i, body}
